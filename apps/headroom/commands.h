@@ -1,0 +1,19 @@
+// The CLI's subcommands: each file cmd_NAME.cpp registers one, with its options and defaults.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace cli {
+
+// Exit codes shared by every subcommand.
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;   // the command ran and failed (e.g. out of memory at run time)
+constexpr int kExitBadInput = 2;  // bad file, bad argument, request that cannot be satisfied
+
+// Each add_* registers a subcommand; when it runs, it stores its exit code in `exit_code`.
+void add_inspect(CLI::App& app, int& exit_code);
+
+// The model used when a command gets no -m: the shipped stories260K.
+std::string default_model_path();
+
+}  // namespace cli

@@ -1,0 +1,40 @@
+# Build helpers shared by every module: warnings, sanitizers, module and test declarations.
+
+function(headroom_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow=local -Wno-missing-field-initializers)
+  if(HEADROOM_WERROR)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+if(HEADROOM_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# headroom_module(NAME [DEPS targets...] [SOURCES files...])
+# Declares the static library hr_NAME from the *.cpp files of the calling folder (or SOURCES).
+# Modules include each other as "module/file.h" from src/; DEPS must point downwards (DESIGN.md).
+function(headroom_module name)
+  cmake_parse_arguments(M "" "" "DEPS;SOURCES" ${ARGN})
+  if(NOT M_SOURCES)
+    file(GLOB M_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  endif()
+  add_library(hr_${name} STATIC ${M_SOURCES})
+  target_include_directories(hr_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(hr_${name} PUBLIC ${M_DEPS})
+  headroom_warnings(hr_${name})
+endfunction()
+
+# headroom_test(NAME [DEPS targets...] [SOURCES files...])
+# One GoogleTest executable per test folder; every TEST becomes a ctest case.
+function(headroom_test name)
+  cmake_parse_arguments(T "" "" "DEPS;SOURCES" ${ARGN})
+  if(NOT T_SOURCES)
+    file(GLOB T_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cpp)
+  endif()
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_DEPS} hr_testing GTest::gtest_main)
+  headroom_warnings(${name})
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+endfunction()

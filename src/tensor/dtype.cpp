@@ -1,0 +1,2 @@
+// Placeholder translation unit until the block formats land.
+#include "tensor/dtype.h"

@@ -1,0 +1,38 @@
+// Read-only memory mapping of a whole file: the way model weights are read without copying.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "util/result.h"
+
+namespace util {
+
+class MappedFile {
+ public:
+  // Maps `path` read-only. An empty file maps to an empty span.
+  static Result<MappedFile> open(const std::string& path);
+
+  MappedFile() = default;
+  MappedFile(MappedFile&& other) noexcept;
+  MappedFile& operator=(MappedFile&& other) noexcept;
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+
+  std::span<const uint8_t> bytes() const { return {data_, size_}; }
+  size_t size() const { return size_; }
+  const std::string& path() const { return path_; }
+
+  // Hints that a byte range will be read soon (e.g. weights before the first token).
+  void prefetch(size_t offset, size_t length) const;
+
+ private:
+  const uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+  std::string path_;
+};
+
+}  // namespace util

@@ -1,0 +1,231 @@
+// headroom's logits (CLI `logits`) against the independent float64 numpy reference in
+// tests/reference.
+//
+// The reference (tests/reference/reference_model.py) is written from ../shared/specs/gemma4.md
+// alone, without headroom's model code, and evaluates a whole sequence at once with explicit masks
+// (no KV cache, rings or micro-batches). headroom runs the same ids through its micro-batched
+// prefill and its one-token decode path. Random-weight Gemma 4 models come from `headroom synth`
+// (spec §7); llama is checked on the real stories260K and its golden file.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "testing/testing.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using testing_util::run_command;
+
+// Debian's interpreter, which has python3-numpy (scripts/setup.sh); a pyenv python3 on PATH may
+// not.
+constexpr const char* kPython = "/usr/bin/python3";
+constexpr int kVocab = 512;  // every tiny shape and stories260K
+constexpr int kWindow = 8;   // W of the tiny Gemma 4 shapes (spec §7.1)
+constexpr int kMaxTokens = 40;
+
+// f32 engine against f64 reference, f32 weights and f32 KV: max |Δlogit| ≤ 1e-4 · max |logit|.
+// Rounding in f32 (eps 6e-8) grows through 6–8 layers, attention with scale 1.0 (spec §2.3 step
+// 4) and the residual rescaling; measured worst cases are 5e-6 relative (1.2e-4 absolute on
+// logits up to ~26), so 1e-4 leaves 20x room. Each bug listed in spec §9 (missing V-norm, RoPE
+// pairing, window off by one, no softcap, wrong KV source), planted in the reference, moves
+// logits by 10–38 (0.3–1.5 relative); even a bf16-rounded sqrt(H) embedding scale moves them by
+// 4e-4 relative, which this bound still catches.
+constexpr double kTolF32 = 1e-4;
+
+std::string join_ids(const std::vector<int>& ids, size_t n) {
+  std::string s;
+  for (size_t i = 0; i < n; ++i) {
+    if (i) s += ',';
+    s += std::to_string(ids[i]);
+  }
+  return s;
+}
+
+// Fixed pseudo-random ids in [0, kVocab): a sequence with no pattern the model could shortcut.
+std::vector<int> test_ids(int n) {
+  std::vector<int> ids(n);
+  uint32_t state = 12345;
+  for (int& id : ids) {
+    state = state * 1664525u + 1013904223u;
+    id = static_cast<int>((state >> 8) % kVocab);
+  }
+  return ids;
+}
+
+void run_or_fail(const std::string& command) {
+  std::string out, err;
+  const int rc = run_command(command, &out, &err);
+  ASSERT_EQ(rc, 0) << command << "\n" << out << err;
+}
+
+// The reference's all-position logits [n][kVocab] for `ids`.
+std::vector<float> reference_logits(const fs::path& model, const std::vector<int>& ids,
+                                    const fs::path& dir) {
+  const fs::path out = dir / "reference.f32";
+  const fs::path script = testing_util::source_dir() / "tests/reference/reference_model.py";
+  const std::string command = std::string(kPython) + " " + script.string() + " " + model.string() +
+                              " --ids " + join_ids(ids, ids.size()) + " -o " + out.string();
+  std::string stdout_text, stderr_text;
+  if (run_command(command, &stdout_text, &stderr_text) != 0) {
+    ADD_FAILURE() << command << "\n"
+                  << stdout_text << stderr_text
+                  << "(the reference needs Debian's python3-numpy: scripts/setup.sh)";
+    return {};
+  }
+  // The reference warns when the file departs from the spec (e.g. rope_freqs not the §2.5 factors):
+  // agreeing with headroom on such a file would prove nothing.
+  EXPECT_EQ(stderr_text.find("warning"), std::string::npos) << stderr_text;
+  auto logits = testing_util::read_f32(out);
+  EXPECT_EQ(logits.size(), ids.size() * kVocab);
+  return logits;
+}
+
+std::vector<float> headroom_logits(const fs::path& model, const std::vector<int>& ids, size_t n,
+                                   const std::string& options, const fs::path& dir) {
+  const fs::path out = dir / "headroom.f32";
+  run_or_fail(testing_util::headroom_binary().string() + " logits -m " + model.string() +
+              " --ids " + join_ids(ids, n) + " " + options + " -o " + out.string());
+  auto logits = testing_util::read_f32(out);
+  EXPECT_EQ(logits.size(), n * kVocab);
+  return logits;
+}
+
+struct Diff {
+  double max_diff = 0;   // max |Δlogit| over all positions compared
+  double max_logit = 0;  // max |logit| of the reference over the same positions
+  double relative() const { return max_logit > 0 ? max_diff / max_logit : max_diff; }
+};
+
+// Compares the first n rows (positions) of two [.][kVocab] logit arrays.
+Diff compare(const std::vector<float>& expected, const std::vector<float>& actual, size_t n) {
+  Diff d;
+  for (size_t i = 0; i < std::min({n * kVocab, expected.size(), actual.size()}); ++i) {
+    d.max_logit = std::max(d.max_logit, std::fabs(double(expected[i])));
+    d.max_diff = std::max(d.max_diff, std::fabs(double(expected[i]) - double(actual[i])));
+  }
+  return d;
+}
+
+struct OracleCase {
+  std::string name;     // test name
+  std::string synth;    // `headroom synth` arguments
+  std::string kv_type;  // headroom's KV cache type
+  double tolerance;     // bound on max |Δlogit| / max |logit|
+};
+
+// Names the case in test listings (gtest would otherwise print the struct's bytes).
+void PrintTo(const OracleCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class Gemma4Oracle : public ::testing::TestWithParam<OracleCase> {};
+
+// Sequence lengths of spec §7.4: one token, around the window, twice past it, well past it.
+// The reference evaluates the longest sequence once: it is causal, so its first n rows are the
+// logits of the n-token prefix.
+TEST_P(Gemma4Oracle, LogitsMatchReferencePrefillAndDecode) {
+  const OracleCase& c = GetParam();
+  const fs::path dir = testing_util::temp_dir();
+  const fs::path model = dir / "model.gguf";
+  ASSERT_NO_FATAL_FAILURE(run_or_fail(testing_util::headroom_binary().string() +
+                                      " synth --arch gemma4 " + c.synth + " -o " + model.string()));
+  const std::vector<int> ids = test_ids(kMaxTokens);
+  const std::vector<float> expected = reference_logits(model, ids, dir);
+  ASSERT_FALSE(expected.empty());
+
+  const std::string kv = " --kv-type " + c.kv_type;
+  double worst = 0;
+  for (int n : {1, kWindow - 1, kWindow, kWindow + 1, 2 * kWindow + 3, kMaxTokens}) {
+    // Micro-batches of 5 straddle the window boundary mid-batch (the in-batch sliding mask and
+    // ring); --decode feeds one token at a time.
+    for (const std::string mode : {"--ubatch 5", "--decode"}) {
+      const Diff d = compare(expected, headroom_logits(model, ids, n, mode + kv, dir), n);
+      std::printf("[ oracle ] %-28s n=%-2d %-10s max|dlogit| %.3g (max|logit| %.3g, rel %.2g)\n",
+                  c.name.c_str(), n, mode.c_str(), d.max_diff, d.max_logit, d.relative());
+      EXPECT_LE(d.relative(), c.tolerance)
+          << c.name << " n=" << n << " " << mode << ": max |Δlogit| " << d.max_diff
+          << " of max |logit| " << d.max_logit;
+      worst = std::max(worst, d.relative());
+    }
+  }
+  std::printf("[ oracle ] %-28s worst relative difference %.3g (tolerance %.3g)\n", c.name.c_str(),
+              worst, c.tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    F32, Gemma4Oracle,
+    ::testing::Values(OracleCase{"tiny_e", "--shape tiny-e", "f32", kTolF32},
+                      OracleCase{"tiny_e_shared_kv_tensors", "--shape tiny-e --shared-kv-tensors",
+                                 "f32", kTolF32},
+                      OracleCase{"tiny_e_zero_ple", "--shape tiny-e --zero-ple", "f32", kTolF32},
+                      OracleCase{"tiny_moe", "--shape tiny-moe", "f32", kTolF32},
+                      OracleCase{"tiny_dense_keqv", "--shape tiny-dense-keqv", "f32", kTolF32}),
+    [](const auto& p) { return p.param.name; });
+
+// The reference itself must reproduce the golden logits of stories260K (made by yet another f64
+// forward pass); the golden values carry 6 decimals, so 1e-5 absolute is generous.
+TEST(LlamaOracle, ReferenceMatchesStories260KGolden) {
+  const fs::path dir = testing_util::temp_dir();
+  const fs::path model = testing_util::shared_dir() / "models/stories260K.gguf";
+  const auto golden = nlohmann::json::parse(
+      testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
+  for (const auto& c : golden["cases"]) {
+    const auto ids = c["prompt_ids"].get<std::vector<int>>();
+    const auto expected = c["logits_after_prompt"].get<std::vector<float>>();
+    const auto logits = reference_logits(model, ids, dir);
+    ASSERT_EQ(logits.size(), ids.size() * kVocab);
+    const std::vector<float> last(logits.end() - kVocab, logits.end());
+    const Diff d = compare(expected, last, 1);
+    std::printf(
+        "[ oracle ] stories260K reference vs golden, %zu ids: max|dlogit| %.3g (max|logit| %.3g)\n",
+        ids.size(), d.max_diff, d.max_logit);
+    EXPECT_LE(d.max_diff, 1e-5);
+  }
+}
+
+// headroom on stories260K: the last position against the golden logits, and every position of a
+// 40-token sequence (prompt plus golden continuation) against the reference.
+TEST(LlamaOracle, HeadroomMatchesGoldenAndReference) {
+  const fs::path dir = testing_util::temp_dir();
+  const fs::path model = testing_util::shared_dir() / "models/stories260K.gguf";
+  const auto golden = nlohmann::json::parse(
+      testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
+  const auto& c = golden["cases"][0];
+  std::vector<int> ids = c["prompt_ids"].get<std::vector<int>>();
+  const auto expected_last = c["logits_after_prompt"].get<std::vector<float>>();
+  for (const std::string mode : {"--ubatch 3", "--decode"}) {
+    const auto logits = headroom_logits(model, ids, ids.size(), mode, dir);
+    ASSERT_EQ(logits.size(), ids.size() * kVocab);
+    const Diff d =
+        compare(expected_last, std::vector<float>(logits.end() - kVocab, logits.end()), 1);
+    std::printf(
+        "[ oracle ] stories260K headroom vs golden %-10s max|dlogit| %.3g (max|logit| %.3g)\n",
+        mode.c_str(), d.max_diff, d.max_logit);
+    EXPECT_LE(d.relative(), kTolF32);
+  }
+
+  for (int id : c["greedy_generated_ids"]) {
+    if (ids.size() == kMaxTokens) break;
+    ids.push_back(id);
+  }
+  const auto expected = reference_logits(model, ids, dir);
+  ASSERT_FALSE(expected.empty());
+  for (const std::string mode : {"--ubatch 3", "--decode"}) {
+    const Diff d =
+        compare(expected, headroom_logits(model, ids, ids.size(), mode, dir), ids.size());
+    std::printf(
+        "[ oracle ] stories260K headroom vs reference, %zu ids %-10s max|dlogit| %.3g (max|logit| "
+        "%.3g)\n",
+        ids.size(), mode.c_str(), d.max_diff, d.max_logit);
+    EXPECT_LE(d.relative(), kTolF32);
+  }
+}
+
+}  // namespace

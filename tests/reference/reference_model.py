@@ -110,6 +110,29 @@ def causal_mask(n_tokens, window=None):
     return visible
 
 
+def kv_round(x, kv_type):
+    """What a KV cache of `kv_type` gives back for x [T, heads, d]: the reference itself keeps
+    float64, this only emulates the storage rounding so that a quantized cache can be checked
+    tightly. Q8_0 blocks run along each token's row of heads*d values (32 per block): d =
+    max|x|/127, q = round-half-away(x/d), and the scale is kept as f16."""
+    if kv_type == "f32":
+        return x.astype(np.float32).astype(np.float64)
+    if kv_type == "f16":
+        return x.astype(np.float16).astype(np.float64)
+    if kv_type == "q8_0":
+        rows = x.reshape(x.shape[0], -1)
+        if rows.shape[1] % 32:
+            raise ValueError(f"q8_0 KV needs rows of whole 32-blocks, not {rows.shape[1]}")
+        blocks = rows.reshape(rows.shape[0], -1, 32)
+        d = np.max(np.abs(blocks), axis=-1, keepdims=True) / 127.0
+        scaled = np.divide(blocks, d, out=np.zeros_like(blocks), where=d > 0)
+        q = np.sign(scaled) * np.floor(np.abs(scaled) + 0.5)
+        return (q * d.astype(np.float16).astype(np.float64)).reshape(x.shape)
+    if kv_type == "none":
+        return x
+    raise ValueError(f"unknown KV type {kv_type!r}")
+
+
 def per_layer(value, n_layer, name):
     """A per-layer key may be a scalar (broadcast) or an array of length L (spec §3.2)."""
     if isinstance(value, list):
@@ -122,7 +145,7 @@ def per_layer(value, n_layer, name):
 # ----------------------------------------------------------------------------------------------
 # llama (stories260K; ../shared/models/README.md)
 
-def forward_llama(f, ids):
+def forward_llama(f, ids, kv_type="none"):
     a = "llama"
     n_layer = int(f.get(f"{a}.block_count"))
     n_embd = int(f.get(f"{a}.embedding_length"))
@@ -144,7 +167,8 @@ def forward_llama(f, ids):
         k = linear(t("attn_k"), h).reshape(n_tokens, nkv, hd)
         v = linear(t("attn_v"), h).reshape(n_tokens, nkv, hd)
         q = rope_adjacent(q, pos, n_rot, theta)
-        k = rope_adjacent(k, pos, n_rot, theta)
+        k = kv_round(rope_adjacent(k, pos, n_rot, theta), kv_type)
+        v = kv_round(v, kv_type)
         x = x + linear(t("attn_output"), attention(q, k, v, mask, 1.0 / math.sqrt(hd)))
         h = rmsnorm(x, t("ffn_norm"), eps)
         x = x + linear(t("ffn_down"), silu(linear(t("ffn_gate"), h)) * linear(t("ffn_up"), h))
@@ -225,7 +249,7 @@ def moe_route(router_logits, k, expert_scale):
     return ids, w
 
 
-def forward_gemma4(f, ids, dump_experts=None):
+def forward_gemma4(f, ids, dump_experts=None, kv_type="none"):
     c = Gemma4Config(f)
     H, L, P, nh = c.n_embd, c.n_layer, c.n_ple, c.n_head
     n_tokens = len(ids)
@@ -277,7 +301,7 @@ def forward_gemma4(f, ids, dump_experts=None):
             v_raw = k_raw if w_v is None else linear(w_v, a).reshape(n_tokens, nkv, hd)
             k = rope(rmsnorm(k_raw, t(il, "attn_k_norm.weight"), c.eps))
             v = rmsnorm(v_raw, None, c.eps)                       # weightless V-norm
-            kv_cache[il] = (k, v)
+            kv_cache[il] = (kv_round(k, kv_type), kv_round(v, kv_type))
         k, v = kv_cache[c.kv_src[il]]
         if k.shape[1:] != (nkv, hd):
             raise ValueError(f"layer {il}: KV source {c.kv_src[il]} has shape {k.shape[1:]}")
@@ -346,14 +370,14 @@ def moe_ffn(f, c, il, h_mid, d_dense, dump_experts):
 
 # ----------------------------------------------------------------------------------------------
 
-def forward(path, ids, dump_experts=None):
+def forward(path, ids, dump_experts=None, kv_type="none"):
     f = GgufFile(path)
     arch = f.get("general.architecture")
     ids = np.asarray(ids, dtype=np.int64)
     if arch == "llama":
-        return forward_llama(f, ids)
+        return forward_llama(f, ids, kv_type)
     if arch == "gemma4":
-        return forward_gemma4(f, ids, dump_experts)
+        return forward_gemma4(f, ids, dump_experts, kv_type)
     raise ValueError(f"no reference forward pass for architecture {arch!r}")
 
 
@@ -362,11 +386,13 @@ def main():
     ap.add_argument("model")
     ap.add_argument("--ids", required=True, help="comma-separated token ids, evaluated from position 0")
     ap.add_argument("-o", "--output", help="all-position logits, float32 [n_tokens x n_vocab]")
+    ap.add_argument("--kv-type", default="none", choices=["none", "f32", "f16", "q8_0"],
+                    help="round cached K/V as a cache of this type stores them (default none: float64)")
     ap.add_argument("--dump-experts", action="store_true",
                     help="print the selected experts and weights per MoE layer and token")
     args = ap.parse_args()
     ids = [int(s) for s in args.ids.split(",") if s.strip()]
-    logits = forward(args.model, ids, sys.stdout if args.dump_experts else None)
+    logits = forward(args.model, ids, sys.stdout if args.dump_experts else None, args.kv_type)
     if args.output:
         logits.astype("<f4").tofile(args.output)
 

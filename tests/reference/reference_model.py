@@ -224,6 +224,11 @@ class Gemma4Config:
             if not src:
                 raise ValueError(f"layer {il}: no non-shared layer of its type to share KV with")
             self.kv_src.append(src[-1])
+            # llama.cpp's fixed formula; the two agree on every released variant (spec §1.3).
+            llama_cpp_src = first_shared - 2 if self.is_swa[il] else first_shared - 1
+            if llama_cpp_src != src[-1]:
+                print(f"warning: layer {il}: KV source {src[-1]} (HF rule) != {llama_cpp_src} (llama.cpp rule)",
+                      file=sys.stderr)
 
     def head_dim(self, il):
         return self.hd_swa if self.is_swa[il] else self.hd_full

@@ -210,7 +210,8 @@ void consider(const PlanInput& in, std::vector<Alternative>& out, std::string ch
               const Request& r, bool automatic = true) {
   auto p = make_plan(in, r);
   if (!p || !p->fits) return;
-  out.push_back({std::move(change), std::move(flags), r, automatic, p->prediction.tokens_per_second});
+  out.push_back({std::move(change), std::move(flags), r, automatic, p->prediction.tokens_per_second,
+                 p->prediction.tokens_per_second_full});
 }
 
 std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, const Plan& original) {
@@ -292,7 +293,8 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
                                util::format_bytes(static_cast<uint64_t>(matrix_bytes * shrink)),
                                util::format_bytes(matrix_bytes)),
                    fmt::format("-m a {} file", gguf::tensor_type_name(type)), r, false,
-                   original.prediction.tokens_per_second * read_now / std::max(1.0, read_new)});
+                   original.prediction.tokens_per_second * read_now / std::max(1.0, read_new),
+                   original.prediction.tokens_per_second_full * read_now / std::max(1.0, read_new)});
     break;
   }
   // If no single change fits, try the two most useful together.
@@ -305,8 +307,9 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
                fmt::format("{} --ctx {}", kv_flags(both.k_type, both.v_type), ctx), both);
     }
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Alternative& a, const Alternative& b) { return a.tokens_per_second > b.tokens_per_second; });
+  // Fastest first at depth 0; among equals, the one that stays faster as the context fills.
+  auto key = [](const Alternative& a) { return std::pair{std::round(a.tokens_per_second * 10), a.tokens_per_second_full}; };
+  std::stable_sort(out.begin(), out.end(), [&](const Alternative& a, const Alternative& b) { return key(a) > key(b); });
   return out;
 }
 

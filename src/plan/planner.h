@@ -52,7 +52,8 @@ struct Alternative {
   std::string flags;         // the command-line flags that make the change
   Request request;
   bool automatic = true;     // --fit can apply it (a re-quantized file cannot be made for you)
-  double tokens_per_second = 0;
+  double tokens_per_second = 0;       // at depth 0
+  double tokens_per_second_full = 0;  // with the context full
 };
 
 struct Plan {

@@ -73,9 +73,9 @@ std::string format_plan(const Plan& p, const model::Spec& spec, const std::strin
     out += "\nDOES NOT FIT:\n";
     for (const auto& problem : p.problems) out += "  " + problem + "\n";
     if (p.alternatives.empty()) out += "  no smaller configuration of this model fits; use a smaller model\n";
-    else out += "changes that fit, fastest first:\n";
+    else out += "changes that fit, fastest first (decode tok/s at depth 0 / with the context full):\n";
     for (const auto& a : p.alternatives) {
-      out += fmt::format("  {:>8.1f} tok/s  {}  [{}]{}\n", a.tokens_per_second, a.change, a.flags,
+      out += fmt::format("  {:>7.1f} / {:<7.1f} tok/s  {}  [{}]{}\n", a.tokens_per_second, a.tokens_per_second_full, a.change, a.flags,
                          a.automatic ? "" : "  (not applied by --fit)");
     }
   }
@@ -124,7 +124,8 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
   j["alternatives"] = nlohmann::ordered_json::array();
   for (const auto& a : p.alternatives) {
     j["alternatives"].push_back({{"change", a.change}, {"flags", a.flags}, {"automatic", a.automatic},
-                                 {"decode_tokens_per_second", a.tokens_per_second}});
+                                 {"decode_tokens_per_second", a.tokens_per_second},
+                                 {"decode_tokens_per_second_full_context", a.tokens_per_second_full}});
   }
   return j;
 }

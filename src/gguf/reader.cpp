@@ -23,6 +23,7 @@ constexpr int kMaxNesting = 8;  // arrays of arrays deeper than this are refused
 constexpr uint64_t kMinKvBytes = 14;  // key length (8) + 1-byte key + value type (4) + u8 value
 constexpr uint64_t kMinTensorInfoBytes = 33;  // name length + 1-byte name, n_dims, one dim, type,
                                               // offset
+constexpr uint64_t kMinArrayBytes = 12;       // element type (4) + count (8) of a nested array
 constexpr uint64_t kMaxAlignment = 1u << 20;
 constexpr size_t kMaxNameInError = 64;  // longer keys/names are cut in error messages
 
@@ -123,6 +124,7 @@ class Parser {
   std::span<const uint8_t> bytes_;
   std::string_view name_;
   uint64_t pos_ = 0;
+  uint64_t held_ = 0;  // bytes the later elements of the enclosing arrays need at the least
 };
 
 Result<Value> Parser::read_value(ValueType type, int depth, std::string_view key) {
@@ -166,16 +168,19 @@ Result<Value> Parser::read_array(int depth, std::string_view key) {
   HR_ASSIGN_OR_RETURN(uint64_t count, read_u64([&] {
                         return fmt::format("array length of '{}'", printable(key));
                       }));
-  // Every element takes at least this many bytes, so the count cannot exceed what is left.
+  // Every element takes at least this many bytes, so the count cannot exceed what is left once
+  // the later elements of the enclosing arrays have their minimum. Claims of open arrays thus
+  // never add up to more than the file, and neither do the reserves made from them.
   uint64_t min_elem = elem == ValueType::kString  ? 8
-                      : elem == ValueType::kArray ? 12
+                      : elem == ValueType::kArray ? kMinArrayBytes
                                                   : value_type_size(elem);
+  const uint64_t available = remaining() > held_ ? remaining() - held_ : 0;
   uint64_t min_total = 0;
-  if (mul_overflows(count, min_elem, &min_total) || min_total > remaining()) {
+  if (mul_overflows(count, min_elem, &min_total) || min_total > available) {
     return fail(start,
-                fmt::format("array '{}' claims {} {} elements but only {} bytes remain — the "
-                            "file is truncated or corrupt",
-                            printable(key), count, value_type_name(elem), remaining()));
+                fmt::format("array '{}' claims {} {} elements but only {} bytes are left for it — "
+                            "the file is truncated or corrupt",
+                            printable(key), count, value_type_name(elem), available));
   }
   Value value;
   value.type_ = ValueType::kArray;
@@ -191,11 +196,14 @@ Result<Value> Parser::read_array(int depth, std::string_view key) {
       value.strings_.push_back(s);
     }
   } else if (elem == ValueType::kArray) {
-    // No reserve from the claimed count here: every open level of nesting would reserve
-    // (remaining / 12) × sizeof(Value) before any element is read, 8 levels deep.
+    value.nested_.reserve(count);  // at most sizeof(Value) / 12 = 8× the bytes claimed
+    const uint64_t outer_held = held_;
     for (uint64_t i = 0; i < count; ++i) {
-      HR_ASSIGN_OR_RETURN(auto nested, read_array(depth + 1, key));
-      value.nested_.push_back(std::move(nested));
+      held_ = outer_held + (count - i - 1) * kMinArrayBytes;  // cannot overflow: ≤ min_total
+      auto nested = read_array(depth + 1, key);
+      held_ = outer_held;
+      if (!nested) return std::move(nested).error();
+      value.nested_.push_back(std::move(nested).value());
     }
   } else {
     value.raw_ = bytes_.subspan(pos_, min_total);
@@ -312,10 +320,12 @@ Status Parser::check_tensors(File& file) {
     uint64_t begin = 0, end = 0;
     if (add_overflows(data_start, t.offset, &begin) || add_overflows(begin, t.n_bytes, &end) ||
         end > bytes_.size()) {
-      return fail(t.info_offset, fmt::format("tensor '{}' data ({} bytes at file offset {}) ends "
-                                             "past the end of the file ({} bytes) — the file is "
-                                             "truncated; re-download it",
-                                             printable(t.name), t.n_bytes, begin, bytes_.size()));
+      // Named relative to the data section: begin may have wrapped around.
+      return fail(t.info_offset,
+                  fmt::format("tensor '{}' data ({} bytes at offset {} of the data section, which "
+                              "starts at {}) ends past the end of the file ({} bytes) — the file "
+                              "is truncated; re-download it",
+                              printable(t.name), t.n_bytes, t.offset, data_start, bytes_.size()));
     }
     t.data = bytes_.subspan(begin, t.n_bytes);
   }

@@ -104,6 +104,11 @@ class Backend {
   virtual void gelu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows,
                         int64_t stride) = 0;
   virtual void copy(float* y, const float* x, int64_t n) = 0;
+  // MoE routing per token (spec §2.3 step 7): softmax over n_expert logits, the top k by
+  // probability (ties → lower id), weights renormalised over the k, then times expert_scale[e]
+  // (null = 1).   logits: [T][n_expert] → ids, weights: [T][k]
+  virtual void moe_route(const float* logits, int n_tokens, int n_expert, int k, const float* expert_scale,
+                         int32_t* ids, float* weights) = 0;
   // Copies an [n_rows][n] block between row strides (slicing per-layer inputs, gathering rows).
   virtual void copy_rows(float* y, int64_t y_stride, const float* x, int64_t x_stride, int64_t n,
                          int64_t n_rows) = 0;

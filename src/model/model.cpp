@@ -1,6 +1,7 @@
 // Architecture dispatch and what all architectures share.
 #include "model/model.h"
 
+#include "model/gemma4.h"
 #include "model/llama.h"
 
 namespace model {
@@ -34,15 +35,15 @@ util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Sp
                                                 const LoadOptions& options) {
   switch (spec.arch) {
     case Arch::kLlama: return load_llama(file, spec, backend, options);
-    case Arch::kGemma4: break;
+    case Arch::kGemma4: return load_gemma4(file, spec, backend, options);
   }
-  return util::errorf("model: architecture {} has no forward pass yet", arch_name(spec.arch));
+  return util::errorf("model: architecture {} has no forward pass", arch_name(spec.arch));
 }
 
 size_t workspace_bytes(const Spec& spec, int max_batch) {
   switch (spec.arch) {
     case Arch::kLlama: return llama_workspace_bytes(spec, max_batch);
-    case Arch::kGemma4: break;
+    case Arch::kGemma4: return gemma4_workspace_bytes(spec, max_batch);
   }
   return 0;
 }

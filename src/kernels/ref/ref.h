@@ -14,6 +14,8 @@ void store_kv(DType k_type, DType v_type, int kv_dim, const float* k, const floa
               const KvWrite* dst, int n_tokens);
 void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows, int64_t stride);
 void gelu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows, int64_t stride);
+void moe_route(const float* logits, int n_tokens, int n_expert, int k, const float* expert_scale, int32_t* ids,
+               float* weights);
 float gelu(float x);  // tanh approximation (spec §0.1)
 float silu(float x);
 
@@ -42,6 +44,9 @@ class RefBackend final : public Backend {
     ref::gelu_mul(g, u, o, n, rows, stride);
   }
   void copy(float* y, const float* x, int64_t n) override;
+  void moe_route(const float* l, int t, int e, int k, const float* s, int32_t* ids, float* w) override {
+    ref::moe_route(l, t, e, k, s, ids, w);
+  }
   void copy_rows(float* y, int64_t ys, const float* x, int64_t xs, int64_t n, int64_t rows) override;
 };
 

@@ -19,11 +19,13 @@ namespace {
 
 constexpr int kMaxNesting = 8;  // arrays of arrays deeper than this are refused
 // Smallest possible encodings, used to refuse counts the remaining bytes cannot hold before
-// anything is allocated for them.
-constexpr uint64_t kMinKvBytes = 14;  // key length (8) + 1-byte key + value type (4) + u8 value
-constexpr uint64_t kMinTensorInfoBytes = 33;  // name length + 1-byte name, n_dims, one dim, type,
-                                              // offset
-constexpr uint64_t kMinArrayBytes = 12;       // element type (4) + count (8) of a nested array
+// anything is allocated for them:
+//   metadata entry: key length (8), a 1-byte key, value type (4), a u8 value;
+//   tensor info: name length (8), a 1-byte name, n_dims (4), one dim (8), type (4), offset (8);
+//   nested array: element type (4), count (8).
+constexpr uint64_t kMinKvBytes = 14;
+constexpr uint64_t kMinTensorInfoBytes = 33;
+constexpr uint64_t kMinArrayBytes = 12;
 constexpr uint64_t kMaxAlignment = 1u << 20;
 constexpr size_t kMaxNameInError = 64;  // longer keys/names are cut in error messages
 

@@ -227,16 +227,17 @@ void architecture_section(const Json& r, fmt::memory_buffer& out) {
                    a["per_layer_embedding_length"].get<int>());
   }
   const std::string cache_type = a["kv_cache_type"].get<std::string>();
-  fmt::format_to(std::back_inserter(out), "  {:<9} {:<16} {:>5} {:>8} {:>8} {:>6} {:>6} {:>12}\n",
-                 "attention", "layers", "heads", "kv heads", "head dim", "window", "own KV",
-                 "KV B/token");
+  fmt::format_to(std::back_inserter(out), "  {:<9} {:>5} {:>8} {:>8} {:>6} {:>6} {:>12}  {}\n",
+                 "attention", "heads", "kv heads", "head dim", "window", "own KV", "KV B/token",
+                 "layers");
   for (const auto& g : a["attention_groups"]) {
     const int window = g["window"].get<int>();
-    fmt::format_to(std::back_inserter(out), "  {:<9} {:<16} {:>5} {:>8} {:>8} {:>6} {:>6} {:>12}\n",
-                   g["attention"].get<std::string>(), ranges(g["layers"].get<std::vector<int>>()),
-                   g["heads"].get<int>(), g["kv_heads"].get<int>(), g["head_dim"].get<int>(),
+    fmt::format_to(std::back_inserter(out), "  {:<9} {:>5} {:>8} {:>8} {:>6} {:>6} {:>12}  {}\n",
+                   g["attention"].get<std::string>(), g["heads"].get<int>(),
+                   g["kv_heads"].get<int>(), g["head_dim"].get<int>(),
                    window > 0 ? std::to_string(window) : "-", g["layers_owning_kv"].get<int>(),
-                   g["kv_bytes_per_token"].get<uint64_t>());
+                   g["kv_bytes_per_token"].get<uint64_t>(),
+                   ranges(g["layers"].get<std::vector<int>>()));
   }
   const std::string pattern = a["sliding_pattern"].get<std::string>();
   const bool any_sliding = pattern.find('S') != std::string::npos;
@@ -279,8 +280,9 @@ std::string render_inspect_text(const Json& r) {
   fmt::format_to(std::back_inserter(out), "{}: GGUF v{}, {}, alignment {}, {}\n",
                  r["file"].get<std::string>(), r["gguf_version"].get<int>(),
                  bytes_text(r["file_bytes"].get<uint64_t>()), r["alignment"].get<uint64_t>(),
-                 n_tensors > 0 ? fmt::format("tensor data at byte {}", r["data_offset"].get<uint64_t>())
-                               : std::string("no tensors"));
+                 n_tensors > 0
+                     ? fmt::format("tensor data at byte {}", r["data_offset"].get<uint64_t>())
+                     : std::string("no tensors"));
   metadata_section(r, out);
   tensor_section(r, out);
   totals_section(r, out);

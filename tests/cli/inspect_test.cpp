@@ -60,7 +60,7 @@ TEST(InspectCli, TextOnStories260K) {
            "total 48 tensors 292800 parameters 1171200 B",
            "Architecture: llama (\"llama\") — 5 layers, embedding 64, vocabulary 512, context 2048",
            // 5 full layers of 8 heads, 4 KV heads of dim 8: 2 × 4 × 8 × 2 B = 128 B per layer.
-           "full 0-4 8 4 8 - 5 640\n",
+           "full 8 4 8 - 5 640 0-4\n",
            "sliding pattern: FFFFF (all layers full attention)",
            "shared-KV layers: none",
            "KV cache per token (F16): 640 B",
@@ -220,14 +220,56 @@ TEST(InspectCli, Gemma4KvGeometryAndSharing) {
   for (const char* expected : {
            "Architecture: gemma4 (\"tiny-e\") — 8 layers",
            "per-layer embedding width 16",
-           "sliding 0-1, 3, 5-6 4 2 32 8 3 768\n",
-           "full 2, 4, 7 4 2 64 - 2 1024\n",
+           "sliding 4 2 32 8 3 768 0-1, 3, 5-6\n",
+           "full 4 2 64 - 2 1024 2, 4, 7\n",
            "sliding pattern: SSFSFSSF, window 8",
            "shared-KV layers: layers 5-6 read layer 3's cache; layer 7 reads layer 4's cache",
            "KV cache per token (F16): 1792 B — 1024 B in full-attention layers, 768 B in sliding",
        }) {
     EXPECT_NE(t.find(expected), std::string::npos) << "missing: " << expected << "\n" << text.out;
   }
+}
+
+// Gemma 4 E2B's real geometry (spec §1.1) as metadata only: the KV bytes per token must be the
+// spec §4.3 figures (6144 B full-owned, 12 sliding layers × 1024 B, shared layers free).
+TEST(InspectCli, Gemma4E2BKvBytesMatchSpec) {
+  gguf::Writer w;
+  w.set("general.architecture", gguf::MetaValue::string("gemma4"));
+  w.set("gemma4.block_count", gguf::MetaValue::u32(35));
+  w.set("gemma4.embedding_length", gguf::MetaValue::u32(1536));
+  std::vector<uint32_t> n_ff(35, 6144);
+  std::fill(n_ff.begin() + 15, n_ff.end(), 12288);
+  w.set("gemma4.feed_forward_length", gguf::MetaValue::array_u32(n_ff));
+  w.set("gemma4.attention.head_count", gguf::MetaValue::u32(8));
+  w.set("gemma4.attention.head_count_kv", gguf::MetaValue::u32(1));
+  w.set("gemma4.attention.key_length", gguf::MetaValue::u32(512));
+  w.set("gemma4.attention.key_length_swa", gguf::MetaValue::u32(256));
+  w.set("gemma4.attention.sliding_window", gguf::MetaValue::u32(512));
+  std::vector<bool> sliding(35);
+  for (int il = 0; il < 35; ++il) sliding[il] = il % 5 != 4;
+  w.set("gemma4.attention.sliding_window_pattern", gguf::MetaValue::array_bool(sliding));
+  w.set("gemma4.attention.shared_kv_layers", gguf::MetaValue::u32(20));
+  w.set("gemma4.rope.dimension_count", gguf::MetaValue::u32(512));
+  w.set("gemma4.rope.dimension_count_swa", gguf::MetaValue::u32(256));
+  w.set("tokenizer.ggml.tokens",
+        gguf::MetaValue::array_strings(std::vector<std::string>(262144, "t")));
+  const std::string path = (testing_util::temp_dir() / "e2b-meta.gguf").string();
+  ASSERT_TRUE(w.write(path).ok());
+  CliRun r = inspect(path + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const json a = json::parse(r.out)["architecture"];
+  ASSERT_FALSE(a.contains("error")) << a["error"];
+  EXPECT_EQ(a["kv_bytes_per_token"]["full_layers"], 6144);
+  EXPECT_EQ(a["kv_bytes_per_token"]["sliding_layers"], 12288);
+  EXPECT_EQ(a["vocab_size"], 262144);
+  EXPECT_EQ(a["shared_kv_layers"].size(), 20u);
+  EXPECT_EQ(a["per_layer"][15]["kv_source"], 13);
+  EXPECT_EQ(a["per_layer"][19]["kv_source"], 14);
+  EXPECT_EQ(a["per_layer"][34]["kv_source"], 14);
+  EXPECT_EQ(a["per_layer"][20]["ffn_length"], 12288);
+  ASSERT_EQ(a["attention_groups"].size(), 2u);
+  EXPECT_EQ(a["attention_groups"][0]["layers_owning_kv"], 12);
+  EXPECT_EQ(a["attention_groups"][1]["layers_owning_kv"], 3);
 }
 
 TEST(InspectCli, MalformedFileGivesOneLineErrorAndExit2) {

@@ -1,14 +1,6 @@
-// Row conversions between stored tensor types and f32 (TEMPORARY: replaced by the tensor-formats branch).
+// Row conversions between stored tensor types and f32: the dispatchers of tensor/dequantize.h
+// (dequantize_row) and tensor/quantize.h (quantize_row), for callers that want both.
 #pragma once
 
-#include <cstdint>
-
-#include "tensor/dtype.h"
-#include "util/result.h"
-
-namespace tensor {
-
-util::Status dequantize_row(DType type, const void* src, float* dst, int64_t n);
-util::Status quantize_row(DType type, const float* src, void* dst, int64_t n);
-
-}  // namespace tensor
+#include "tensor/dequantize.h"
+#include "tensor/quantize.h"

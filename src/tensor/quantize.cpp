@@ -26,6 +26,14 @@ float signed_absmax(const float* x, int n) {
   return max;
 }
 
+// float → int, truncating toward zero, as the reference's C casts do. A block of subnormal values
+// makes 1 / d overflow to inf and the products inf or nan, where a C++ cast is undefined; those
+// give 0, which is also what the reference's cast yields on x86 (and such a block's f16 scale
+// rounds to 0, so its levels decode to 0 whatever they are).
+int truncate_to_int(float v) {
+  return v > -2147483648.0f && v < 2147483648.0f ? static_cast<int>(v) : 0;
+}
+
 void min_max(const float* x, int n, float* min, float* max) {
   *min = FLT_MAX;
   *max = -FLT_MAX;
@@ -99,8 +107,8 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
     dst[b].d = f32_to_f16(d);
     for (int j = 0; j < 16; ++j) {
       // Adding 8.5 then truncating rounds half up; the extreme value lands on 16 and is clamped.
-      const int q0 = std::min(15, static_cast<int>(src[j] * id + 8.5f));
-      const int q1 = std::min(15, static_cast<int>(src[j + 16] * id + 8.5f));
+      const int q0 = std::min(15, truncate_to_int(src[j] * id + 8.5f));
+      const int q1 = std::min(15, truncate_to_int(src[j + 16] * id + 8.5f));
       dst[b].qs[j] = static_cast<uint8_t>(q0 | q1 << 4);
     }
   }
@@ -115,8 +123,8 @@ void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n) {
     dst[b].d = f32_to_f16(d);
     dst[b].m = f32_to_f16(min);
     for (int j = 0; j < 16; ++j) {
-      const int q0 = std::min(15, static_cast<int>((src[j] - min) * id + 0.5f));
-      const int q1 = std::min(15, static_cast<int>((src[j + 16] - min) * id + 0.5f));
+      const int q0 = std::min(15, truncate_to_int((src[j] - min) * id + 0.5f));
+      const int q1 = std::min(15, truncate_to_int((src[j + 16] - min) * id + 0.5f));
       dst[b].qs[j] = static_cast<uint8_t>(q0 | q1 << 4);
     }
   }
@@ -129,8 +137,8 @@ void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n) {
     dst[b].d = f32_to_f16(d);
     uint32_t qh = 0;
     for (int j = 0; j < 16; ++j) {
-      const int q0 = std::min(31, static_cast<int>(src[j] * id + 16.5f));
-      const int q1 = std::min(31, static_cast<int>(src[j + 16] * id + 16.5f));
+      const int q0 = std::min(31, truncate_to_int(src[j] * id + 16.5f));
+      const int q1 = std::min(31, truncate_to_int(src[j + 16] * id + 16.5f));
       dst[b].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | (q1 & 0x0f) << 4);
       qh |= static_cast<uint32_t>(q0 >> 4) << j;
       qh |= static_cast<uint32_t>(q1 >> 4) << (j + 16);
@@ -151,8 +159,8 @@ void quantize_row_q5_1(const float* src, BlockQ5_1* dst, int64_t n) {
     for (int j = 0; j < 16; ++j) {
       // (max - min) * id rounds to at most 31.5 - ε, so the clamp never changes a result; it
       // only keeps a stray 32 from spilling into the next bit.
-      const int q0 = std::min(31, static_cast<int>((src[j] - min) * id + 0.5f));
-      const int q1 = std::min(31, static_cast<int>((src[j + 16] - min) * id + 0.5f));
+      const int q0 = std::min(31, truncate_to_int((src[j] - min) * id + 0.5f));
+      const int q1 = std::min(31, truncate_to_int((src[j + 16] - min) * id + 0.5f));
       dst[b].qs[j] = static_cast<uint8_t>((q0 & 0x0f) | (q1 & 0x0f) << 4);
       qh |= static_cast<uint32_t>(q0 >> 4) << j;
       qh |= static_cast<uint32_t>(q1 >> 4) << (j + 16);
@@ -170,7 +178,8 @@ void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
     dst[b].d = f32_to_f16(d);
     // Rounds half away from zero (std::round), as the reference does; the scale is applied in
     // f32, before d is narrowed to f16.
-    for (int j = 0; j < 32; ++j) dst[b].qs[j] = static_cast<int8_t>(std::round(src[j] * id));
+    for (int j = 0; j < 32; ++j)
+      dst[b].qs[j] = static_cast<int8_t>(truncate_to_int(std::round(src[j] * id)));
   }
 }
 

@@ -34,14 +34,30 @@ int nearest_int(float x) {
   return static_cast<int>(bits & 0x007fffffu) - 0x00400000;
 }
 
+// Values per sub-block of Q4_K and Q5_K, each with its own scale and min.
+constexpr int kSubBlock = 32;
+
+// How Q4_K and Q5_K search a sub-block's scale and min: levels 0..nmax, and nstep + 1 candidate
+// grids with nmax + rmin + rdelta * k steps across the value range (the reference's constants).
+struct ScaleMinSearch {
+  int nmax;
+  float rmin;
+  float rdelta;
+  int nstep;
+};
+constexpr ScaleMinSearch kQ4KSearch{.nmax = 15, .rmin = -1.0f, .rdelta = 0.1f, .nstep = 20};
+constexpr ScaleMinSearch kQ5KSearch{.nmax = 31, .rmin = -0.5f, .rdelta = 0.1f, .nstep = 15};
+
 // Pass 1 for the types with a min (Q4_K, Q5_K): fits x ≈ scale * L - min with L in 0..nmax by
-// weighted least squares. Starts from the plain (max - min) / nmax grid, then tries nstep + 1
+// weighted least squares. Starts from the plain (max - min) / nmax grid, then tries the
 // candidate inverse scales (nmax + rmin + rdelta * k) / (max - min); for each, the levels are
 // fixed and the best scale and min for them have a closed form (2x2 normal equations). Keeps the
 // candidate with the lowest weighted squared error. Returns the scale; *min_out gets the min as
 // a non-negative offset (x ≈ scale * L - *min_out).
-float search_scale_min(int n, int nmax, const float* x, const float* weights, uint8_t* levels,
-                       float* min_out, float rmin, float rdelta, int nstep) {
+float search_scale_min(const ScaleMinSearch& search, const float* x, const float* weights,
+                       uint8_t* levels, float* min_out) {
+  constexpr int n = kSubBlock;
+  const int nmax = search.nmax;
   float min = x[0];
   float max = x[0];
   float sum_w = weights[0];
@@ -67,9 +83,10 @@ float search_scale_min(int n, int nmax, const float* x, const float* weights, ui
     const float diff = scale * static_cast<float>(levels[i]) + min - x[i];
     best_error += weights[i] * (diff * diff);
   }
-  uint8_t trial[32];
-  for (int step = 0; step <= nstep; ++step) {
-    iscale = (rmin + rdelta * static_cast<float>(step) + static_cast<float>(nmax)) / (max - min);
+  uint8_t trial[n];
+  for (int step = 0; step <= search.nstep; ++step) {
+    iscale = (search.rmin + search.rdelta * static_cast<float>(step) + static_cast<float>(nmax)) /
+             (max - min);
     float sum_l = 0, sum_l2 = 0, sum_xl = 0;
     for (int i = 0; i < n; ++i) {
       const int l = std::clamp(nearest_int(iscale * (x[i] - min)), 0, nmax);
@@ -163,8 +180,7 @@ float search_symmetric_scale(int n, int nmax, const float* x, int8_t* levels) {
 // scale/min search weighted by rms + |x|, then both sets quantized to 6 bits against their
 // maximum. Fills d, dmin and scales; leaves the levels of pass 1 in `levels`.
 template <class Block>
-void fit_k4_scales(const float* x, int nmax, float rmin, float rdelta, int nstep, Block* block,
-                   uint8_t* levels) {
+void fit_k4_scales(const float* x, const ScaleMinSearch& search, Block* block, uint8_t* levels) {
   float scales[8];
   float mins[8];
   float weights[32];
@@ -176,8 +192,7 @@ void fit_k4_scales(const float* x, int nmax, float rmin, float rdelta, int nstep
     for (int l = 0; l < 32; ++l) sum_x2 += xs[l] * xs[l];
     const float rms = std::sqrt(sum_x2 / 32);
     for (int l = 0; l < 32; ++l) weights[l] = rms + std::fabs(xs[l]);
-    scales[j] =
-        search_scale_min(32, nmax, xs, weights, levels + 32 * j, &mins[j], rmin, rdelta, nstep);
+    scales[j] = search_scale_min(search, xs, weights, levels + 32 * j, &mins[j]);
     max_scale = std::max(max_scale, scales[j]);
     max_min = std::max(max_min, mins[j]);
   }
@@ -226,8 +241,8 @@ void quantize_row_q4_k(const float* src, BlockQ4_K* dst, int64_t n) {
   for (int64_t b = 0; b < n / BlockQ4_K::kValues; ++b, src += BlockQ4_K::kValues) {
     BlockQ4_K& block = dst[b];
     uint8_t levels[256];
-    fit_k4_scales(src, 15, -1.0f, 0.1f, 20, &block, levels);
-    requantize_k4(src, 15, block, levels);
+    fit_k4_scales(src, kQ4KSearch, &block, levels);
+    requantize_k4(src, kQ4KSearch.nmax, block, levels);
     // Chunk c of 64 values: the first 32 in the low nibbles, the next 32 in the high nibbles.
     for (int c = 0; c < 4; ++c) {
       for (int l = 0; l < 32; ++l) {
@@ -242,8 +257,8 @@ void quantize_row_q5_k(const float* src, BlockQ5_K* dst, int64_t n) {
   for (int64_t b = 0; b < n / BlockQ5_K::kValues; ++b, src += BlockQ5_K::kValues) {
     BlockQ5_K& block = dst[b];
     uint8_t levels[256];
-    fit_k4_scales(src, 31, -0.5f, 0.1f, 15, &block, levels);
-    requantize_k4(src, 31, block, levels);
+    fit_k4_scales(src, kQ5KSearch, &block, levels);
+    requantize_k4(src, kQ5KSearch.nmax, block, levels);
     // As Q4_K for the low 4 bits; bit 4 goes to qh[l], bit 2c (first 32) or 2c + 1 (next 32).
     std::memset(block.qh, 0, sizeof block.qh);
     for (int c = 0; c < 4; ++c) {

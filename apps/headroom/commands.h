@@ -14,6 +14,7 @@ constexpr int kExitBadInput = 2;  // bad file, bad argument, request that cannot
 void add_inspect(CLI::App& app, int& exit_code);
 void add_synth(CLI::App& app, int& exit_code);
 void add_logits(CLI::App& app, int& exit_code);
+void add_plan(CLI::App& app, int& exit_code);
 
 // The model used when a command gets no -m: the shipped stories260K.
 std::string default_model_path();

@@ -53,6 +53,34 @@ util::Result<size_t> storage_bytes(const std::vector<LayerGeometry>& layers, con
   return total;
 }
 
+util::Result<size_t> bookkeeping_bytes(const std::vector<LayerGeometry>& layers, const CacheConfig& config) {
+  HR_ASSIGN_OR_RETURN(auto groups, plan_groups(layers, config));
+  size_t total = 0;
+  for (const auto& g : groups) {
+    const size_t blocks = static_cast<size_t>(g.blocks_per_sequence) * config.n_slots;
+    total += blocks * sizeof(int32_t);                                  // block tables
+    total += blocks * config.block_cells * sizeof(int32_t);             // cell positions
+  }
+  for (const auto& l : layers) {
+    if (!l.owns()) continue;
+    for (const auto& g : groups) {
+      if (g.sliding == l.sliding && g.window == (l.sliding ? l.window : 0)) {
+        total += static_cast<size_t>(g.blocks_per_sequence) * config.n_slots * 2 * sizeof(void*);  // block pointers
+      }
+    }
+  }
+  return total;
+}
+
+size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const CacheConfig& config, int depth) {
+  size_t total = 0;
+  for (const auto& l : layers) {
+    const int visible = l.sliding ? std::min(depth + 1, l.window) : depth + 1;
+    total += static_cast<size_t>(visible) * (row_bytes(config.k_type, l.kv_dim()) + row_bytes(config.v_type, l.kv_dim()));
+  }
+  return total;
+}
+
 util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const CacheConfig& config) {
   Cache c;
   HR_ASSIGN_OR_RETURN(c.groups_, plan_groups(layers, config));

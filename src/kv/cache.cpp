@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "util/memory.h"
+
 namespace kv {
 namespace {
 
@@ -94,8 +96,9 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
     s.k_row = row_bytes(config.k_type, l.kv_dim());
     s.v_row = row_bytes(config.v_type, l.kv_dim());
     const size_t cells = static_cast<size_t>(c.groups_[s.group].n_blocks) * config.block_cells;
-    s.k = util::AlignedBuffer(cells * s.k_row);
-    s.v = util::AlignedBuffer(cells * s.v_row);
+    // Lazy: the pool's pages are committed only as tokens arrive (they read as zeros before).
+    s.k = util::AlignedBuffer(cells * s.k_row, util::AlignedBuffer::Init::kLazy);
+    s.v = util::AlignedBuffer(cells * s.v_row, util::AlignedBuffer::Init::kLazy);
     if (!s.k.ok() || !s.v.ok()) {
       return util::errorf("KV cache: cannot allocate {} bytes for layer {} — lower --ctx or --slots, or use a "
                           "quantized KV type", cells * (s.k_row + s.v_row), l.il);
@@ -211,6 +214,12 @@ const kernels::KvSpan* Cache::span(int il, int slot) const {
 size_t Cache::bytes_allocated() const {
   size_t total = 0;
   for (const auto& s : stores_) total += s.k.size() + s.v.size();
+  return total;
+}
+
+size_t Cache::bytes_resident() const {
+  size_t total = 0;
+  for (const auto& s : stores_) total += util::resident_bytes(s.k.data(), s.k.size()) + util::resident_bytes(s.v.data(), s.v.size());
   return total;
 }
 

@@ -64,6 +64,7 @@ class Cache {
   const std::vector<GroupGeometry>& groups() const { return groups_; }
   size_t bytes_allocated() const;  // storage held by the pool
   size_t bytes_in_use() const;     // storage in blocks that sequences hold
+  size_t bytes_resident() const;   // storage whose pages are in RAM now
   int free_blocks(int group) const { return static_cast<int>(free_[group].size()); }
   int reserved_positions(int slot) const { return reserved_[slot]; }
 

@@ -14,8 +14,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path malformed_dir() { return testing_util::source_dir() / "tests/data/gguf-malformed"; }
-fs::path corpus_dir() { return testing_util::source_dir() / "fuzz/corpus/gguf"; }
+fs::path malformed_dir() {
+  return testing_util::source_dir() / "tests/data/gguf-malformed";
+}
+fs::path corpus_dir() {
+  return testing_util::source_dir() / "fuzz/corpus/gguf";
+}
 
 // manifest.tsv: "FILE<TAB>EXPECTED ERROR SUBSTRING" per line; '#' starts a comment line.
 std::map<std::string, std::string> read_manifest() {

@@ -104,10 +104,20 @@ util::Result<BpeEncoder> BpeEncoder::build(const gguf::File& file, const Vocab& 
   // Initial symbols: one per byte (byte-level) or per character.
   if (byte_level) {
     std::string ch;
+    std::string missing;
     for (int b = 0; b < 256; ++b) {
       ch.clear();
       append_utf8(ch, byte_to_gpt2_char(static_cast<uint8_t>(b)));
       e.byte_char_id_[b] = vocab.find(ch);
+      // C0, C1 and F5..FF never occur in UTF-8 text; many vocabularies rightly lack them.
+      const bool in_utf8 = b != 0xC0 && b != 0xC1 && b < 0xF5;
+      if (e.byte_char_id_[b] == kNoToken && in_utf8) missing += fmt::format(" 0x{:02X}", b);
+    }
+    if (!missing.empty()) {
+      util::log_info(
+          "{}: the byte alphabet has no token for byte(s){}; text containing them "
+          "loses those bytes when encoded",
+          file.name(), missing);
     }
   } else {
     e.bmp_char_id_.assign(0x10000, kNoToken);

@@ -206,6 +206,8 @@ void Tokenizer::Impl::append_piece(int32_t id, bool render_special, std::string&
   const std::string_view text = vocab.text(id);
   const TokenType type = vocab.type(id);
   if (id == vocab.unk || type == TokenType::kUnknown) {
+    // WordPiece's unknown token replaces a whole word, so it starts one like "▁word" pieces do.
+    if (vocab.kind == ModelKind::kWpm) out.push_back(' ');
     out.append(render_special ? text : kReplacement);
     return;
   }
@@ -259,8 +261,11 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special)
     // The dummy prefix belongs to the first token that spells text; hidden control tokens
     // (BOS) before it do not count.
     const TokenType type = token_type(id);
-    if (type == TokenType::kControl || type == TokenType::kUnused) continue;
-    if (type == TokenType::kNormal && out.size() > start && out[start] == ' ') out.erase(start, 1);
+    const bool unknown = id == m.vocab.unk;
+    if ((type == TokenType::kControl || type == TokenType::kUnused) && !unknown) continue;
+    if ((type == TokenType::kNormal || unknown) && out.size() > start && out[start] == ' ') {
+      out.erase(start, 1);
+    }
     first_text = false;
   }
   return out;

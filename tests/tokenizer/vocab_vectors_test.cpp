@@ -5,6 +5,7 @@
 
 #include "gguf/file.h"
 #include "testing/testing.h"
+#include "tokenizer/encoders.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -78,6 +79,33 @@ TEST_P(VocabVectors, EncodeMatchesPublishedIds) {
   }
   EXPECT_EQ(passed, cases.size());
   std::printf("[ vectors  ] %s: %zu/%zu\n", p.vocab, passed, cases.size());
+}
+
+// Decoding the published ids gives back the input text. Every tokenizer here is lossless except
+// WordPiece: BERT's normalizer lowercases, strips accents, drops control characters and
+// whitespace, and isolates punctuation, so for bert the decoded text is compared with the
+// normalized words joined by one space (a word that has no pieces decodes as U+FFFD, the
+// unknown token). SentencePiece's dummy prefix space is not in the input and decode drops it.
+TEST_P(VocabVectors, DecodeRoundTrips) {
+  const VocabCase& p = GetParam();
+  auto dir = testing_util::shared_dir() / "models/vocab";
+  auto file = gguf::File::open((dir / p.vocab).string());
+  ASSERT_TRUE(file.ok()) << file.error().message();
+  auto tok = tokenizer::Tokenizer::from_gguf(*file);
+  ASSERT_TRUE(tok.ok()) << tok.error().message();
+  const bool wordpiece = tok->kind() == tokenizer::ModelKind::kWpm;
+  for (const VectorCase& c : read_vectors(dir / (std::string(p.vectors) + ".inp"))) {
+    std::string expected = c.text;
+    if (wordpiece) {
+      expected.clear();
+      for (const std::string& word : tokenizer::bert_words(c.text)) {
+        if (!expected.empty()) expected += ' ';
+        auto ids = tok->encode(word, {.add_bos = false});
+        expected += ids.size() == 1 && tok->token_text(ids[0]) == "[UNK]" ? "\xEF\xBF\xBD" : word;
+      }
+    }
+    EXPECT_EQ(tok->decode(c.ids), expected) << p.vocab;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(

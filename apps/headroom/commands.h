@@ -12,6 +12,8 @@ constexpr int kExitBadInput = 2;  // bad file, bad argument, request that cannot
 
 // Each add_* registers a subcommand; when it runs, it stores its exit code in `exit_code`.
 void add_inspect(CLI::App& app, int& exit_code);
+void add_synth(CLI::App& app, int& exit_code);
+void add_logits(CLI::App& app, int& exit_code);
 
 // The model used when a command gets no -m: the shipped stories260K.
 std::string default_model_path();

@@ -259,10 +259,11 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special)
     m.append_piece(id, render_special, out);
     if (!first_text) continue;
     // The dummy prefix belongs to the first token that spells text; hidden control tokens
-    // (BOS) before it do not count.
+    // (BOS) before it do not count, shown ones do.
     const TokenType type = token_type(id);
     const bool unknown = id == m.vocab.unk;
-    if ((type == TokenType::kControl || type == TokenType::kUnused) && !unknown) continue;
+    const bool hidden = type == TokenType::kControl || type == TokenType::kUnused;
+    if (hidden && !unknown && out.size() == start) continue;
     if ((type == TokenType::kNormal || unknown) && out.size() > start && out[start] == ' ') {
       out.erase(start, 1);
     }

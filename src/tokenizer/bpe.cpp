@@ -11,29 +11,11 @@
 namespace tokenizer {
 namespace {
 
-// A symbol covers word[begin, end) and is token `id` (kNoToken: a character with no token,
-// which never merges). Merged-away symbols have id kDead.
-constexpr int32_t kDead = -2;
-
-struct Symbol {
-  int32_t id;
-  int32_t prev;
-  int32_t next;
-  uint32_t begin;
-  uint32_t end;
-};
-
-struct Candidate {
-  int32_t rank;
-  int32_t left;
-  int32_t right;
-  int32_t left_id;  // the pair is stale unless both symbols still hold these ids
-  int32_t right_id;
-};
+constexpr int32_t kDead = -2;  // a symbol merged into its left neighbour
 
 // Lowest rank first; on equal ranks the leftmost pair.
 struct CandidateOrder {
-  bool operator()(const Candidate& a, const Candidate& b) const {
+  bool operator()(const BpeEncoder::Candidate& a, const BpeEncoder::Candidate& b) const {
     return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
   }
 };
@@ -58,6 +40,7 @@ util::Result<BpeEncoder> BpeEncoder::build(const gguf::File& file, const Vocab& 
   const auto& entries = merges->array_strings();
   std::vector<std::pair<std::string_view, std::string_view>> pairs;
   pairs.reserve(entries.size());
+  std::vector<int32_t> joined_ids(entries.size(), kNoToken);
   std::unordered_map<std::string, int32_t> synthetic;
   std::string joined;
   size_t malformed = 0;
@@ -70,9 +53,12 @@ util::Result<BpeEncoder> BpeEncoder::build(const gguf::File& file, const Vocab& 
     }
     pairs.emplace_back(entry.substr(0, space), entry.substr(space + 1));
     joined.assign(pairs.back().first).append(pairs.back().second);
-    if (vocab.find(joined) == kNoToken && !synthetic.count(joined)) {
-      synthetic.emplace(joined, vocab.size() + static_cast<int32_t>(synthetic.size()));
+    int32_t id = vocab.find(joined);
+    if (id == kNoToken) {
+      id = synthetic.emplace(joined, vocab.size() + static_cast<int32_t>(synthetic.size()))
+               .first->second;
     }
+    joined_ids[pairs.size() - 1] = id;
   }
   e.n_synthetic_ = static_cast<int32_t>(synthetic.size());
   auto resolve = [&](std::string_view text) {
@@ -93,8 +79,7 @@ util::Result<BpeEncoder> BpeEncoder::build(const gguf::File& file, const Vocab& 
       continue;
     }
     if (e.merges_.find(pair_key(l, r))) continue;
-    joined.assign(left).append(right);
-    e.merges_.insert(pair_key(l, r), Merge{static_cast<int32_t>(rank), resolve(joined)});
+    e.merges_.insert(pair_key(l, r), Merge{static_cast<int32_t>(rank), joined_ids[rank]});
   }
   if (malformed + unusable > 0) {
     util::log_warn("{}: {} of {} merges are malformed or name unknown tokens; they are ignored",
@@ -120,6 +105,10 @@ util::Result<BpeEncoder> BpeEncoder::build(const gguf::File& file, const Vocab& 
           file.name(), missing);
     }
   } else {
+    std::vector<std::string_view> texts;
+    for (int32_t id = 0; id < vocab.size(); ++id) texts.push_back(vocab.text(id));
+    for (const auto& [text, id] : synthetic) texts.push_back(text);
+    e.joins_space_ = chars_joining_space(texts);
     e.bmp_char_id_.assign(0x10000, kNoToken);
     for (int32_t id = 0; id < vocab.size(); ++id) {
       std::string_view text = vocab.text(id);
@@ -154,10 +143,23 @@ void BpeEncoder::emit_fallback(std::string_view bytes, std::vector<int32_t>& out
   }
 }
 
-void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out,
+                             Scratch& scratch) const {
+  auto encode_cached = [&](std::string_view segment) {
+    if (scratch.cache.lookup(segment, out)) return;
+    const size_t from = out.size();
+    merge_segment(segment, out, scratch);
+    scratch.cache.store(segment, out, from);
+  };
+  if (byte_level_) return encode_cached(word);
+  split_at_word_starts(word, joins_space_, encode_cached);
+}
+
+void BpeEncoder::merge_segment(std::string_view word, std::vector<int32_t>& out,
+                               Scratch& scratch) const {
   if (word.empty()) return;
-  std::vector<Symbol> symbols;
-  symbols.reserve(byte_level_ ? word.size() : word.size() / 2 + 1);
+  std::vector<Symbol>& symbols = scratch.symbols;
+  symbols.clear();
   for (size_t pos = 0; pos < word.size();) {
     int32_t id;
     uint32_t len;
@@ -176,18 +178,23 @@ void BpeEncoder::encode_word(std::string_view word, std::vector<int32_t>& out) c
     pos += len;
   }
 
-  std::priority_queue<Candidate, std::vector<Candidate>, CandidateOrder> queue;
+  std::vector<Candidate>& queue = scratch.queue;  // a heap ordered by CandidateOrder
+  queue.clear();
   auto try_add = [&](int32_t left, int32_t right) {
     if (left < 0 || right < 0) return;
     int32_t l = symbols[left].id, r = symbols[right].id;
     if (l < 0 || r < 0) return;
-    if (const Merge* m = merges_.find(pair_key(l, r))) queue.push({m->rank, left, right, l, r});
+    if (const Merge* m = merges_.find(pair_key(l, r))) {
+      queue.push_back({m->rank, left, right, l, r});
+      std::push_heap(queue.begin(), queue.end(), CandidateOrder());
+    }
   };
   for (int32_t i = 1; i < static_cast<int32_t>(symbols.size()); ++i) try_add(i - 1, i);
 
   while (!queue.empty()) {
-    Candidate c = queue.top();
-    queue.pop();
+    std::pop_heap(queue.begin(), queue.end(), CandidateOrder());
+    Candidate c = queue.back();
+    queue.pop_back();
     Symbol& left = symbols[c.left];
     if (left.id != c.left_id || left.next != c.right || symbols[c.right].id != c.right_id) continue;
     Symbol& right = symbols[c.right];

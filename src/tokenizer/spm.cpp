@@ -1,4 +1,5 @@
 // SentencePiece BPE encoding by piece scores (tokenizer.ggml.model "llama").
+#include <algorithm>
 #include <queue>
 
 #include "tokenizer/encoders.h"
@@ -31,6 +32,31 @@ struct BigramOrder {
 
 }  // namespace
 
+std::vector<uint32_t> chars_joining_space(const std::vector<std::string_view>& texts) {
+  constexpr uint32_t kSpace = 0x2581;  // ▁
+  std::vector<uint32_t> out;
+  for (std::string_view t : texts) {
+    uint32_t prev = kSpace;
+    for (size_t pos = 0; pos < t.size();) {
+      Utf8Char c = decode_utf8(t, pos);
+      if (c.cp == kSpace && prev != kSpace) out.push_back(prev);
+      prev = c.cp;
+      pos += c.len;
+    }
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+SpmEncoder::SpmEncoder(const Vocab& vocab) : vocab_(&vocab) {
+  std::vector<std::string_view> pieces;
+  for (int32_t id = 0; id < vocab.size(); ++id) {
+    if (piece_id(vocab.text(id)) == id) pieces.push_back(vocab.text(id));
+  }
+  joins_space_ = chars_joining_space(pieces);
+}
+
 int32_t SpmEncoder::piece_id(std::string_view piece) const {
   int32_t id = vocab_->find(piece);
   if (id == kNoToken) return kNoToken;
@@ -43,6 +69,16 @@ int32_t SpmEncoder::piece_id(std::string_view piece) const {
 }
 
 void SpmEncoder::encode(std::string_view text, std::vector<int32_t>& out) const {
+  WordCache cache;
+  split_at_word_starts(text, joins_space_, [&](std::string_view word) {
+    if (cache.lookup(word, out)) return;
+    const size_t from = out.size();
+    encode_segment(word, out);
+    cache.store(word, out, from);
+  });
+}
+
+void SpmEncoder::encode_segment(std::string_view text, std::vector<int32_t>& out) const {
   std::vector<Symbol> symbols;
   symbols.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {

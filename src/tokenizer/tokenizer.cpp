@@ -64,8 +64,23 @@ struct Tokenizer::Impl {
   // SentencePiece with a dummy prefix and WordPiece put a space before the first word.
   bool strip_leading_space = false;
 
+  // Every token's piece as decode shows it without render_special, built once at load so that
+  // decoding is a copy per token.
+  std::string piece_data;
+  std::vector<uint32_t> piece_offsets;
+
   void encode_text(std::string_view text, bool after_special, std::vector<int32_t>& out) const;
+  // Computes a token's piece from its text and type.
   void append_piece(int32_t id, bool render_special, std::string& out) const;
+  // The same from the precomputed pieces where they apply.
+  void append_cached_piece(int32_t id, bool render_special, std::string& out) const {
+    const bool differs_when_rendered =
+        render_special && vocab.valid(id) &&
+        (vocab.type(id) == TokenType::kControl || vocab.type(id) == TokenType::kUnused ||
+         vocab.type(id) == TokenType::kUnknown || id == vocab.unk);
+    if (!vocab.valid(id) || differs_when_rendered) return append_piece(id, render_special, out);
+    out.append(piece_data, piece_offsets[id], piece_offsets[id + 1] - piece_offsets[id]);
+  }
 };
 
 util::Result<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
@@ -117,6 +132,12 @@ util::Result<Tokenizer> Tokenizer::from_gguf(const gguf::File& file) {
       break;
   }
   impl->specials.emplace(vocab);
+  impl->piece_offsets.reserve(vocab.size() + 1);
+  for (int32_t id = 0; id < vocab.size(); ++id) {
+    impl->piece_offsets.push_back(static_cast<uint32_t>(impl->piece_data.size()));
+    impl->append_piece(id, /*render_special=*/false, impl->piece_data);
+  }
+  impl->piece_offsets.push_back(static_cast<uint32_t>(impl->piece_data.size()));
 
   std::vector<int32_t>& eog = impl->end_of_generation;
   if (vocab.eos != kNoToken) eog.push_back(vocab.eos);
@@ -145,13 +166,17 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool after_special,
     case ModelKind::kBpe: {
       std::vector<ByteSpan> words;
       split_words(pre, text, words);
-      for (ByteSpan w : words) bpe->encode_word(text.substr(w.begin, w.end - w.begin), out);
+      BpeEncoder::Scratch scratch;
+      for (ByteSpan w : words) {
+        bpe->encode_word(text.substr(w.begin, w.end - w.begin), out, scratch);
+      }
       return;
     }
     case ModelKind::kGemma4: {
       // Spec §5.3: spaces become ▁, then runs of newlines and runs of anything else are encoded
       // apart; a run of newlines that is itself a token stays whole.
       const std::string s = escape_spaces(text);
+      BpeEncoder::Scratch scratch;
       for (size_t pos = 0; pos < s.size();) {
         const bool newlines = s[pos] == '\n';
         size_t end = pos;
@@ -162,7 +187,7 @@ void Tokenizer::Impl::encode_text(std::string_view text, bool after_special,
                                   vocab.type(whole) == TokenType::kUserDefined)) {
           out.push_back(whole);
         } else {
-          bpe->encode_word(run, out);
+          bpe->encode_word(run, out, scratch);
         }
         pos = end;
       }
@@ -253,10 +278,11 @@ void Tokenizer::Impl::append_piece(int32_t id, bool render_special, std::string&
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special) const {
   const Impl& m = *impl_;
   std::string out;
+  out.reserve(ids.size() * 4);
   bool first_text = m.strip_leading_space;
   for (int32_t id : ids) {
     const size_t start = out.size();
-    m.append_piece(id, render_special, out);
+    m.append_cached_piece(id, render_special, out);
     if (!first_text) continue;
     // The dummy prefix belongs to the first token that spells text; hidden control tokens
     // (BOS) before it do not count, shown ones do.
@@ -274,7 +300,7 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool render_special)
 
 std::string Tokenizer::piece(int32_t id, bool render_special) const {
   std::string out;
-  impl_->append_piece(id, render_special, out);
+  impl_->append_cached_piece(id, render_special, out);
   return out;
 }
 

@@ -2,6 +2,7 @@
 #include "tokenizer/vocab.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "util/log.h"
 
@@ -34,6 +35,32 @@ util::Result<bool> read_flag(const gguf::File& file, std::string_view key, bool 
 }
 
 }  // namespace
+
+void Vocab::build_index() {
+  size_t capacity = 16;
+  while (capacity < 2 * types.size()) capacity *= 2;
+  index_.assign(capacity, IndexSlot{});
+  const size_t mask = capacity - 1;
+  for (int32_t id = 0; id < size(); ++id) {
+    const std::string_view t = text(id);
+    const uint64_t h = std::hash<std::string_view>{}(t);
+    size_t i = h & mask;
+    while (index_[i].id != kNoToken && !(index_[i].hash == h && text(index_[i].id) == t)) {
+      i = (i + 1) & mask;
+    }
+    index_[i] = {h, id};  // a duplicate text overwrites: the later id wins
+  }
+}
+
+int32_t Vocab::find(std::string_view t) const {
+  if (index_.empty()) return kNoToken;
+  const uint64_t h = std::hash<std::string_view>{}(t);
+  const size_t mask = index_.size() - 1;
+  for (size_t i = h & mask; index_[i].id != kNoToken; i = (i + 1) & mask) {
+    if (index_[i].hash == h && text(index_[i].id) == t) return index_[i].id;
+  }
+  return kNoToken;
+}
 
 int parse_byte_token(std::string_view text) {
   if (text.size() != 6 || text.substr(0, 3) != "<0x" || text[5] != '>') return -1;
@@ -101,10 +128,9 @@ util::Result<Vocab> load_vocab(const gguf::File& file, ModelKind kind) {
     v.scores = std::move(*values);
   }
 
-  v.ids.reserve(n);
+  v.build_index();
   v.byte_tokens.fill(kNoToken);
   for (int32_t id = 0; id < static_cast<int32_t>(n); ++id) {
-    v.ids[v.text(id)] = id;
     if (v.types[id] == TokenType::kByte) {
       int byte = parse_byte_token(v.text(id));
       if (byte >= 0) v.byte_tokens[byte] = id;

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "gguf/file.h"
@@ -39,9 +38,7 @@ struct Vocab {
   std::string text_data;               // all token texts back to back
   std::vector<uint32_t> text_offsets;  // token i is text_data[offsets[i], offsets[i + 1])
   std::vector<TokenType> types;
-  std::vector<float> scores;  // all 0 when the file has none
-  // Text to id (views into text_data); on duplicate texts the later id wins, as in llama.cpp.
-  std::unordered_map<std::string_view, int32_t> ids;
+  std::vector<float> scores;             // all 0 when the file has none
   std::array<int32_t, 256> byte_tokens;  // the <0xXX> token of each byte, or kNoToken
   size_t max_token_bytes = 0;
 
@@ -62,10 +59,20 @@ struct Vocab {
                                               text_offsets[id + 1] - text_offsets[id]);
   }
   TokenType type(int32_t id) const { return types[id]; }
-  int32_t find(std::string_view text) const {
-    auto it = ids.find(text);
-    return it == ids.end() ? kNoToken : it->second;
-  }
+  // The id of a token text, or kNoToken. On duplicate texts the later id wins, as in llama.cpp.
+  int32_t find(std::string_view text) const;
+  // Builds the text index find() uses; call once after filling the texts.
+  void build_index();
+
+ private:
+  // Open addressing over (hash, id): one probe usually settles a lookup, where a node-based
+  // map costs several cache misses; lookups run per character pair while encoding and millions
+  // of times while resolving merges at load.
+  struct IndexSlot {
+    uint64_t hash = 0;
+    int32_t id = kNoToken;
+  };
+  std::vector<IndexSlot> index_;
 };
 
 // Reads tokens, types, scores and special ids for a tokenizer of the given kind (the caller has

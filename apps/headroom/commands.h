@@ -18,6 +18,7 @@ void add_synth(CLI::App& app, int& exit_code);
 void add_logits(CLI::App& app, int& exit_code);
 void add_tokenize(CLI::App& app, int& exit_code);
 void add_detokenize(CLI::App& app, int& exit_code);
+void add_plan(CLI::App& app, int& exit_code);
 
 // The tokenizer of a GGUF file (tokenize, detokenize); the error names the file and the problem.
 util::Result<tokenizer::Tokenizer> load_tokenizer(const std::string& path);

@@ -61,7 +61,8 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions options) : engine_(engine)
   batch_slot_.resize(n);
   batch_output_.resize(n);
   batch_owner_.resize(n);
-  logits_.resize(static_cast<size_t>(n) * engine_.spec().n_vocab);
+  // One logits row per sequence sampled in a step, exactly as the plan counts them.
+  logits_.resize(static_cast<size_t>(std::min(n, engine_.n_slots())) * engine_.spec().n_vocab);
 }
 
 Scheduler::~Scheduler() {

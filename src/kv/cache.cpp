@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "util/memory.h"
+
 namespace kv {
 namespace {
 
@@ -53,6 +55,34 @@ util::Result<size_t> storage_bytes(const std::vector<LayerGeometry>& layers, con
   return total;
 }
 
+util::Result<size_t> bookkeeping_bytes(const std::vector<LayerGeometry>& layers, const CacheConfig& config) {
+  HR_ASSIGN_OR_RETURN(auto groups, plan_groups(layers, config));
+  size_t total = 0;
+  for (const auto& g : groups) {
+    const size_t blocks = static_cast<size_t>(g.blocks_per_sequence) * config.n_slots;
+    total += blocks * sizeof(int32_t);                                  // block tables
+    total += blocks * config.block_cells * sizeof(int32_t);             // cell positions
+  }
+  for (const auto& l : layers) {
+    if (!l.owns()) continue;
+    for (const auto& g : groups) {
+      if (g.sliding == l.sliding && g.window == (l.sliding ? l.window : 0)) {
+        total += static_cast<size_t>(g.blocks_per_sequence) * config.n_slots * 2 * sizeof(void*);  // block pointers
+      }
+    }
+  }
+  return total;
+}
+
+size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const CacheConfig& config, int depth) {
+  size_t total = 0;
+  for (const auto& l : layers) {
+    const int visible = l.sliding ? std::min(depth + 1, l.window) : depth + 1;
+    total += static_cast<size_t>(visible) * (row_bytes(config.k_type, l.kv_dim()) + row_bytes(config.v_type, l.kv_dim()));
+  }
+  return total;
+}
+
 util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const CacheConfig& config) {
   Cache c;
   HR_ASSIGN_OR_RETURN(c.groups_, plan_groups(layers, config));
@@ -66,8 +96,9 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
     s.k_row = row_bytes(config.k_type, l.kv_dim());
     s.v_row = row_bytes(config.v_type, l.kv_dim());
     const size_t cells = static_cast<size_t>(c.groups_[s.group].n_blocks) * config.block_cells;
-    s.k = util::AlignedBuffer(cells * s.k_row);
-    s.v = util::AlignedBuffer(cells * s.v_row);
+    // Lazy: the pool's pages are committed only as tokens arrive (they read as zeros before).
+    s.k = util::AlignedBuffer(cells * s.k_row, util::AlignedBuffer::Init::kLazy);
+    s.v = util::AlignedBuffer(cells * s.v_row, util::AlignedBuffer::Init::kLazy);
     if (!s.k.ok() || !s.v.ok()) {
       return util::errorf("KV cache: cannot allocate {} bytes for layer {} — lower --ctx or --slots, or use a "
                           "quantized KV type", cells * (s.k_row + s.v_row), l.il);
@@ -183,6 +214,12 @@ const kernels::KvSpan* Cache::span(int il, int slot) const {
 size_t Cache::bytes_allocated() const {
   size_t total = 0;
   for (const auto& s : stores_) total += s.k.size() + s.v.size();
+  return total;
+}
+
+size_t Cache::bytes_resident() const {
+  size_t total = 0;
+  for (const auto& s : stores_) total += util::resident_bytes(s.k.data(), s.k.size()) + util::resident_bytes(s.v.data(), s.v.size());
   return total;
 }
 

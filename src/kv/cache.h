@@ -38,6 +38,11 @@ util::Result<std::vector<GroupGeometry>> plan_groups(const std::vector<LayerGeom
                                                      const CacheConfig& config);
 // Bytes of K/V storage such a cache allocates.
 util::Result<size_t> storage_bytes(const std::vector<LayerGeometry>& layers, const CacheConfig& config);
+// Host bookkeeping when every slot is fully reserved: block tables, cell positions, block pointers.
+util::Result<size_t> bookkeeping_bytes(const std::vector<LayerGeometry>& layers, const CacheConfig& config);
+// K/V bytes attention reads for one token at `depth` (tokens before it), summed over all layers:
+// full layers read every earlier position, sliding layers at most W, shared layers their source.
+size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const CacheConfig& config, int depth);
 
 class Cache {
  public:
@@ -59,6 +64,7 @@ class Cache {
   const std::vector<GroupGeometry>& groups() const { return groups_; }
   size_t bytes_allocated() const;  // storage held by the pool
   size_t bytes_in_use() const;     // storage in blocks that sequences hold
+  size_t bytes_resident() const;   // storage whose pages are in RAM now
   int free_blocks(int group) const { return static_cast<int>(free_[group].size()); }
   int reserved_positions(int slot) const { return reserved_[slot]; }
 

@@ -181,6 +181,7 @@ util::Result<std::string> format_value(const Value& v, std::string_view spec_tex
     }
     char t = spec.type == 'n' ? 'g' : spec.type;
     body = float_digits(v.as_float(), t, spec.precision, spec.alternate);
+    if (t == '%') body += '%';
     if (spec.grouping) {
       size_t end = body.find_first_not_of("0123456789");
       body = group_digits(body.substr(0, end), spec.grouping) +

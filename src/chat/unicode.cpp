@@ -143,6 +143,12 @@ char32_t lower_cp(char32_t cp) {
       alternating(cp, 0x179, 0x17E, false))
     return cp + 1;
   if (cp == 0x178) return 0xFF;
+  if (cp == 0x1C4 || cp == 0x1C5 || cp == 0x1C7 || cp == 0x1C8 || cp == 0x1CA || cp == 0x1CB ||
+      cp == 0x1F1 || cp == 0x1F2)
+    return cp + (cp == 0x1C4 || cp == 0x1C7 || cp == 0x1CA || cp == 0x1F1 ? 2 : 1);
+  if (alternating(cp, 0x1CD, 0x1DC, false) || alternating(cp, 0x1DE, 0x1EF, true) ||
+      alternating(cp, 0x1F8, 0x21F, true) || alternating(cp, 0x222, 0x233, true))
+    return cp + 1;
   if (in(cp, 0x391, 0x3AB) && cp != 0x3A2) return cp + 32;
   if (cp == 0x386) return 0x3AC;
   if (in(cp, 0x388, 0x38A)) return cp + 37;
@@ -156,6 +162,8 @@ char32_t lower_cp(char32_t cp) {
   if (cp == 0x4C0) return 0x4CF;
   if (in(cp, 0x531, 0x556)) return cp + 48;
   if (alternating(cp, 0x1E00, 0x1E95, true) || alternating(cp, 0x1EA0, 0x1EFF, true)) return cp + 1;
+  if (in(cp, 0x2160, 0x216F)) return cp + 16;  // Roman numerals
+  if (in(cp, 0x24B6, 0x24CF)) return cp + 26;  // circled letters
   if (in(cp, 0xFF21, 0xFF3A)) return cp + 32;
   return cp;
 }
@@ -170,6 +178,12 @@ char32_t upper_cp(char32_t cp) {
       alternating(cp, 0x17A, 0x17E, true))
     return cp - 1;
   if (cp == 0x131) return 'I';
+  if (cp == 0x1C6 || cp == 0x1C5 || cp == 0x1C9 || cp == 0x1C8 || cp == 0x1CC || cp == 0x1CB ||
+      cp == 0x1F3 || cp == 0x1F2)
+    return cp - (cp == 0x1C6 || cp == 0x1C9 || cp == 0x1CC || cp == 0x1F3 ? 2 : 1);
+  if (alternating(cp, 0x1CE, 0x1DC, true) || alternating(cp, 0x1DF, 0x1EF, false) ||
+      alternating(cp, 0x1F9, 0x21F, false) || alternating(cp, 0x223, 0x233, false))
+    return cp - 1;
   if (cp == 0x17F) return 'S';
   if (in(cp, 0x3B1, 0x3CB) && cp != 0x3C2) return cp - 32;
   if (cp == 0x3C2) return 0x3A3;
@@ -186,6 +200,8 @@ char32_t upper_cp(char32_t cp) {
   if (in(cp, 0x561, 0x586)) return cp - 48;
   if (alternating(cp, 0x1E01, 0x1E95, false) || alternating(cp, 0x1EA1, 0x1EFF, false))
     return cp - 1;
+  if (in(cp, 0x2170, 0x217F)) return cp - 16;
+  if (in(cp, 0x24D0, 0x24E9)) return cp - 26;
   if (in(cp, 0xFF41, 0xFF5A)) return cp - 32;
   return cp;
 }
@@ -217,8 +233,14 @@ std::string to_upper(std::string_view s) {
   out.reserve(s.size());
   for (size_t i = 0; i < s.size();) {
     char32_t cp = next_cp(s, i);
-    if (cp == 0xDF) {
-      out += "SS";
+    // Characters whose upper case is several characters, as in Python.
+    static constexpr std::pair<char32_t, const char*> kExpanding[] = {
+        {0xDF, "SS"},    {0x149, "\xCA\xBCN"}, {0xFB00, "FF"}, {0xFB01, "FI"}, {0xFB02, "FL"},
+        {0xFB03, "FFI"}, {0xFB04, "FFL"},      {0xFB05, "ST"}, {0xFB06, "ST"}};
+    auto it = std::find_if(std::begin(kExpanding), std::end(kExpanding),
+                           [cp](const auto& e) { return e.first == cp; });
+    if (it != std::end(kExpanding)) {
+      out += it->second;
     } else {
       append_utf8(out, upper_cp(cp));
     }

@@ -774,7 +774,7 @@ class Parser {
     if (tok.value == ".") {
       const Token& attr = cur();
       if (attr.type == TokenType::Name) {
-        auto e = make_expr(ExprKind::Attr, tok.loc);
+        auto e = make_expr(ExprKind::Attr, node->loc);
         e->name = attr.value;
         e->children.push_back(std::move(node));
         advance();
@@ -782,7 +782,7 @@ class Parser {
       }
       if (attr.type != TokenType::Integer) return fail(attr, "expected a name or number after '.'");
       HR_ASSIGN_OR_RETURN(auto key, parse_primary());
-      auto e = make_expr(ExprKind::Item, tok.loc);
+      auto e = make_expr(ExprKind::Item, node->loc);
       e->children.push_back(std::move(node));
       e->children.push_back(std::move(key));
       return e;
@@ -794,7 +794,7 @@ class Parser {
       args.push_back(std::move(arg));
     }
     HR_TRY(expect_op("]"));
-    auto e = make_expr(ExprKind::Item, tok.loc);
+    auto e = make_expr(ExprKind::Item, node->loc);
     e->children.push_back(std::move(node));
     if (args.size() == 1) {
       e->children.push_back(std::move(args[0]));
@@ -870,7 +870,7 @@ class Parser {
   }
 
   util::Result<ExprPtr> parse_call(ExprPtr node) {
-    auto e = make_expr(ExprKind::Call, cur().loc);
+    auto e = make_expr(ExprKind::Call, node->loc);
     e->children.push_back(std::move(node));
     HR_TRY(parse_call_args(*e));
     return e;

@@ -55,6 +55,7 @@ OracleRun run_oracle(const ordered_json& templates, const ordered_json& cases) {
     return run;
   }
   auto python = ordered_json::parse(testing_util::read_text(tmp / "out.json"));
+  std::filesystem::remove_all(tmp);
   for (const auto& tpl : templates) {
     std::string stem = tpl["name"];
     for (const auto& c : cases) {

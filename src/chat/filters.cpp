@@ -6,21 +6,19 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "chat/interpreter.h"
+#include "chat/filters.h"
 #include "chat/unicode.h"
 
 namespace chat {
+namespace filters {
 namespace {
 
 // Jinja filters this renderer does not implement: using one is an "unsupported" error.
 constexpr std::string_view kUnsupportedFilters[] = {
     "filesizeformat", "groupby", "pprint", "random", "urlencode", "urlize", "wordwrap", "xmlattr"};
 
-using FilterFn = util::Result<Value> (*)(Interpreter&, const Value&, CallArgs&);
-
-Value soft_str(const Value& v) {
-  return v.is_string() ? v : Value::string(to_str(v));
-}
+const std::string kDot = ".";    // attribute paths: "tags.0"
+const std::string kComma = ",";  // sort(attribute="age,name")
 
 Value generator(std::vector<Value> items) {
   return Value::list(std::move(items), ListKind::Generator);
@@ -36,8 +34,7 @@ util::Result<Value> attr_path(Interpreter& in, Value item, const std::optional<V
   if (!attribute || attribute->is_none()) return item;
   std::vector<Value> parts;
   if (attribute->is_string()) {
-    for (const auto& p :
-         unicode::split(attribute->str(), &(const std::string&)std::string("."), -1)) {
+    for (const auto& p : unicode::split(attribute->str(), &kDot, -1)) {
       bool digits = !p.empty() && p.find_first_not_of("0123456789") == std::string::npos;
       parts.push_back(digits ? Value::integer(std::stoll(p)) : Value::string(p));
     }
@@ -82,153 +79,10 @@ util::Result<std::vector<Value>> sorted(std::vector<Value> items, const std::vec
   return out;
 }
 
-bool flag(const std::optional<Value>& v) {
-  return v && truthy(*v);
-}
-
-util::Result<int64_t> int_arg(std::string_view what, const std::optional<Value>& v,
-                              int64_t fallback) {
-  if (!v) return fallback;
-  if (!v->is_integral()) {
-    return util::errorf("{}: '{}' object cannot be interpreted as an integer", what, type_name(*v));
-  }
-  return v->as_int();
-}
-
-// Python int(str, base) / float(str): surrounding whitespace and '_' between digits allowed.
-std::optional<int64_t> parse_int(std::string_view text, int base) {
-  std::string s = unicode::strip(text, nullptr, true, true);
-  std::string digits;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '_' && i > 0 && i + 1 < s.size() &&
-        std::isalnum(static_cast<unsigned char>(s[i - 1])) &&
-        std::isalnum(static_cast<unsigned char>(s[i + 1]))) {
-      continue;
-    }
-    digits.push_back(s[i]);
-  }
-  if (digits.empty()) return std::nullopt;
-  size_t start = digits[0] == '+' || digits[0] == '-' ? 1 : 0;
-  if (start == digits.size()) return std::nullopt;
-  errno = 0;
-  char* end = nullptr;
-  long long v = std::strtoll(digits.c_str(), &end, base);
-  if (errno != 0 || *end != '\0' || std::isspace(static_cast<unsigned char>(digits[start]))) {
-    return std::nullopt;
-  }
-  return static_cast<int64_t>(v);
-}
-
-std::optional<double> parse_float(std::string_view text) {
-  std::string s = unicode::strip(text, nullptr, true, true);
-  std::string clean;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '_' && i > 0 && i + 1 < s.size() &&
-        std::isdigit(static_cast<unsigned char>(s[i - 1])) &&
-        std::isdigit(static_cast<unsigned char>(s[i + 1]))) {
-      continue;
-    }
-    clean.push_back(s[i]);
-  }
-  if (clean.empty() || clean.find_first_of("xXpP") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  double v = std::strtod(clean.c_str(), &end);
-  if (*end != '\0') return std::nullopt;
-  return v;
-}
-
-// ---- the filters ------------------------------------------------------------------------------
-
 util::Result<Value> f_length(Interpreter&, const Value& v, CallArgs& args) {
   HR_TRY(bind_args("length", args, {}));
   HR_ASSIGN_OR_RETURN(int64_t n, length(v));
   return Value::integer(n);
-}
-
-util::Result<Value> f_tojson(Interpreter&, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(
-      auto b, bind_args("tojson", args, {"ensure_ascii", "indent", "separators", "sort_keys"}));
-  JsonOptions o;
-  o.ensure_ascii = flag(b[0]);
-  if (b[1] && !b[1]->is_none()) {
-    if (b[1]->is_string()) {
-      o.indent = b[1]->str();
-    } else if (b[1]->is_integral()) {
-      o.indent = std::string(static_cast<size_t>(std::max<int64_t>(0, b[1]->as_int())), ' ');
-    } else {
-      return util::errorf("tojson: indent must be an integer or a string, not {}",
-                          type_name(*b[1]));
-    }
-    o.item_separator = ",";
-  }
-  if (b[2] && !b[2]->is_none()) {
-    if (!b[2]->is_list() || b[2]->list().items.size() != 2 || !b[2]->list().items[0].is_string() ||
-        !b[2]->list().items[1].is_string()) {
-      return util::Error("tojson: separators must be a pair of strings");
-    }
-    o.item_separator = b[2]->list().items[0].str();
-    o.key_separator = b[2]->list().items[1].str();
-  }
-  o.sort_keys = flag(b[3]);
-  HR_ASSIGN_OR_RETURN(std::string text, to_json(v, o));
-  return Value::string(std::move(text));
-}
-
-util::Result<Value> f_trim(Interpreter&, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(auto b, bind_args("trim", args, {"chars"}));
-  Value s = soft_str(v);
-  std::optional<std::string> chars;
-  if (b[0] && !b[0]->is_none()) chars = to_str(*b[0]);
-  return Value::string(unicode::strip(s.str(), chars ? &*chars : nullptr, true, true), s.is_safe());
-}
-
-template <std::string (*Fn)(std::string_view)>
-util::Result<Value> case_filter(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("filter", args, {}));
-  Value s = soft_str(v);
-  return Value::string(Fn(s.str()), s.is_safe());
-}
-
-// Jinja's title splits on runs of [-\s({[<] and capitalizes each piece.
-std::string jinja_title(std::string_view s) {
-  auto is_sep = [](char32_t c) {
-    return c == '-' || c == '(' || c == '{' || c == '[' || c == '<' || unicode::is_space(c);
-  };
-  std::string out;
-  bool start = true;
-  for (char32_t cp : unicode::decode(s)) {
-    std::string one;
-    unicode::append_utf8(one, cp);
-    out += start ? unicode::to_upper(one) : unicode::to_lower(one);
-    start = is_sep(cp);
-  }
-  return out;
-}
-
-util::Result<Value> f_title(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("title", args, {}));
-  return Value::string(jinja_title(to_str(v)));
-}
-
-util::Result<Value> f_string(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("string", args, {}));
-  return soft_str(v);
-}
-
-util::Result<Value> f_safe(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("safe", args, {}));
-  return v.is_string() && v.is_safe() ? v : Value::string(to_str(v), true);
-}
-
-util::Result<Value> f_escape(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("escape", args, {}));
-  if (v.is_string() && v.is_safe()) return v;
-  return Value::string(html_escape(to_str(v)), true);
-}
-
-util::Result<Value> f_forceescape(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("forceescape", args, {}));
-  return Value::string(html_escape(to_str(v)), true);
 }
 
 util::Result<Value> f_default(Interpreter&, const Value& v, CallArgs& args) {
@@ -315,8 +169,7 @@ util::Result<Value> f_sort(Interpreter& in, const Value& v, CallArgs& args) {
     }
     std::vector<Value> parts;  // make_multi_attrgetter: "age,name" sorts by a list of keys
     std::vector<std::string> names =
-        b[2]->is_string() ? unicode::split(b[2]->str(), &(const std::string&)std::string(","), -1)
-                          : std::vector<std::string>{};
+        b[2]->is_string() ? unicode::split(b[2]->str(), &kComma, -1) : std::vector<std::string>{};
     if (names.empty()) {
       HR_ASSIGN_OR_RETURN(Value k, attr_path(in, item, b[2]));
       parts.push_back(lower_if_string(k, flag(b[1])));
@@ -467,188 +320,6 @@ util::Result<Value> f_reverse(Interpreter&, const Value& v, CallArgs& args) {
   return Value::list(std::move(items), lazy ? ListKind::Generator : ListKind::List);
 }
 
-util::Result<Value> f_replace(Interpreter& in, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(auto b, bind_args("replace", args, {"old", "new", "count"}, 2));
-  HR_ASSIGN_OR_RETURN(int64_t count,
-                      int_arg("replace", b[2] && b[2]->is_none() ? std::nullopt : b[2], -1));
-  std::string out = unicode::replace(to_str(v), to_str(*b[0]), to_str(*b[1]), count);
-  HR_TRY(in.check_size(out.size()));
-  return Value::string(std::move(out));
-}
-
-util::Result<Value> f_indent(Interpreter&, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(auto b, bind_args("indent", args, {"width", "first", "blank"}));
-  std::string pad;
-  if (b[0] && b[0]->is_string()) {
-    pad = b[0]->str();
-  } else {
-    HR_ASSIGN_OR_RETURN(int64_t width, int_arg("indent", b[0], 4));
-    pad = std::string(static_cast<size_t>(std::clamp<int64_t>(width, 0, 10000)), ' ');
-  }
-  Value s = soft_str(v);
-  std::vector<std::string> lines = unicode::splitlines(s.str() + "\n", false);
-  std::string out;
-  if (flag(b[2])) {
-    for (size_t i = 0; i < lines.size(); ++i) out += (i ? "\n" + pad : "") + lines[i];
-  } else {
-    out = lines.empty() ? "" : lines[0];
-    for (size_t i = 1; i < lines.size(); ++i)
-      out += "\n" + (lines[i].empty() ? "" : pad) + lines[i];
-  }
-  if (flag(b[1])) out = pad + out;
-  return Value::string(std::move(out), s.is_safe());
-}
-
-util::Result<Value> f_center(Interpreter& in, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(auto b, bind_args("center", args, {"width"}));
-  CallArgs call{{b[0] ? *b[0] : Value::integer(80)}, {}};
-  return call_method(in, soft_str(v), "center", call);
-}
-
-util::Result<Value> f_capitalize(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("capitalize", args, {}));
-  Value s = soft_str(v);
-  return Value::string(unicode::capitalize(s.str()), s.is_safe());
-}
-
-util::Result<Value> f_wordcount(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("wordcount", args, {}));
-  int64_t n = 0;
-  bool in_word = false;
-  for (char32_t cp : unicode::decode(to_str(v))) {
-    bool w = unicode::is_word(cp);
-    if (w && !in_word) ++n;
-    in_word = w;
-  }
-  return Value::integer(n);
-}
-
-util::Result<Value> f_truncate(Interpreter&, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(auto b,
-                      bind_args("truncate", args, {"length", "killwords", "end", "leeway"}));
-  HR_ASSIGN_OR_RETURN(int64_t len, int_arg("truncate", b[0], 255));
-  HR_ASSIGN_OR_RETURN(int64_t leeway,
-                      int_arg("truncate", b[3] && b[3]->is_none() ? std::nullopt : b[3], 5));
-  std::string end = b[2] ? to_str(*b[2]) : "...";
-  auto end_len = static_cast<int64_t>(unicode::length(end));
-  if (len < end_len) return util::errorf("expected length >= {}, got {}", end_len, len);
-  if (leeway < 0) return util::errorf("expected leeway >= 0, got {}", leeway);
-  std::string s = to_str(v);
-  auto cps = unicode::decode(s);
-  if (static_cast<int64_t>(cps.size()) <= len + leeway) return soft_str(v);
-  std::string head = unicode::encode({cps.begin(), cps.begin() + (len - end_len)});
-  if (flag(b[1])) return Value::string(head + end);
-  size_t space = head.rfind(' ');
-  return Value::string((space == std::string::npos ? head : head.substr(0, space)) + end);
-}
-
-util::Result<Value> f_striptags(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("striptags", args, {}));
-  std::string s = to_str(v), text;
-  for (size_t i = 0; i < s.size();) {
-    if (s.compare(i, 4, "<!--") == 0) {
-      size_t e = s.find("-->", i + 4);
-      if (e != std::string::npos) {
-        i = e + 3;
-        continue;
-      }
-    }
-    if (s[i] == '<') {
-      size_t e = s.find('>', i + 1);
-      if (e != std::string::npos) {
-        i = e + 1;
-        continue;
-      }
-    }
-    text += s[i++];
-  }
-  static const std::pair<std::string_view, std::string_view> kEntities[] = {
-      {"&amp;", "&"}, {"&lt;", "<"},   {"&gt;", ">"},
-      {"&#39;", "'"}, {"&#34;", "\""}, {"&quot;", "\""}};
-  for (const auto& [from, to] : kEntities) text = unicode::replace(text, from, to, -1);
-  std::string out;
-  for (const auto& word : unicode::split(text, nullptr, -1)) out += (out.empty() ? "" : " ") + word;
-  return Value::string(std::move(out));
-}
-
-util::Result<Value> f_format(Interpreter&, const Value& v, CallArgs& args) {
-  if (!args.positional.empty() && !args.keyword.empty()) {
-    return util::Error("can't handle positional and keyword arguments at the same time");
-  }
-  Value values = Value::list(args.positional, ListKind::Tuple);
-  if (!args.keyword.empty()) {
-    DictData d;
-    for (const auto& [k, val] : args.keyword) d.set(Value::string(k), val);
-    values = Value::dict(std::move(d));
-  }
-  Value s = soft_str(v);
-  HR_ASSIGN_OR_RETURN(std::string out, percent_format(s.str(), values, s.is_safe()));
-  return Value::string(std::move(out), s.is_safe());
-}
-
-util::Result<Value> f_int(Interpreter&, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(auto b, bind_args("int", args, {"default", "base"}));
-  Value fallback = b[0] ? *b[0] : Value::integer(0);
-  if (v.is_integral()) return Value::integer(v.as_int());
-  if (v.is_float()) {
-    double d = v.as_float();
-    if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) return fallback;
-    return Value::integer(static_cast<int64_t>(d));
-  }
-  if (!v.is_string()) return fallback;
-  HR_ASSIGN_OR_RETURN(int64_t base, int_arg("int", b[1], 10));
-  if (auto i = parse_int(v.str(), static_cast<int>(base))) return Value::integer(*i);
-  if (auto d = parse_float(v.str()); d && std::isfinite(*d) && std::fabs(*d) < 9.2e18) {
-    return Value::integer(static_cast<int64_t>(*d));
-  }
-  return fallback;
-}
-
-util::Result<Value> f_float(Interpreter&, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(auto b, bind_args("float", args, {"default"}));
-  if (v.is_number()) return Value::number(v.as_float());
-  if (v.is_string()) {
-    if (auto d = parse_float(v.str())) return Value::number(*d);
-  }
-  return b[0] ? *b[0] : Value::number(0.0);
-}
-
-util::Result<Value> f_abs(Interpreter&, const Value& v, CallArgs& args) {
-  HR_TRY(bind_args("abs", args, {}));
-  if (v.is_float()) return Value::number(std::fabs(v.as_float()));
-  if (v.is_integral()) {
-    if (v.as_int() == INT64_MIN) return util::Error("integer overflow");
-    return Value::integer(std::llabs(v.as_int()));
-  }
-  return util::errorf("bad operand type for abs(): '{}'", type_name(v));
-}
-
-util::Result<Value> f_round(Interpreter&, const Value& v, CallArgs& args) {
-  HR_ASSIGN_OR_RETURN(auto b, bind_args("round", args, {"precision", "method"}));
-  HR_ASSIGN_OR_RETURN(int64_t precision, int_arg("round", b[0], 0));
-  std::string method = b[1] ? to_str(*b[1]) : "common";
-  if (method != "common" && method != "ceil" && method != "floor") {
-    return util::Error("method must be common, ceil or floor");
-  }
-  if (!v.is_number()) return util::errorf("type {} doesn't define __round__ method", type_name(v));
-  if (method == "common") {
-    if (v.is_integral() && precision >= 0) return Value::integer(v.as_int());
-    // printf rounds the exact binary value half-to-even, as Python's round() does.
-    char buf[512];
-    int p = static_cast<int>(std::clamp<int64_t>(precision, 0, 300));
-    std::snprintf(buf, sizeof buf, "%.*f", p, v.as_float());
-    double r = std::strtod(buf, nullptr);
-    if (precision < 0) {
-      double scale = std::pow(10.0, static_cast<double>(-precision));
-      r = std::nearbyint(v.as_float() / scale) * scale;
-    }
-    return v.is_integral() ? Value::integer(static_cast<int64_t>(r)) : Value::number(r);
-  }
-  double scale = std::pow(10.0, static_cast<double>(precision));
-  double x = v.as_float() * scale;
-  return Value::number((method == "ceil" ? std::ceil(x) : std::floor(x)) / scale);
-}
-
 util::Result<Value> f_batch(Interpreter&, const Value& v, CallArgs& args) {
   HR_ASSIGN_OR_RETURN(auto b, bind_args("batch", args, {"linecount", "fill_with"}, 1));
   HR_ASSIGN_OR_RETURN(int64_t n, int_arg("batch", b[0], 1));
@@ -726,7 +397,7 @@ constexpr NamedFilter kFilters[] = {
     {"last", f_last},
     {"length", f_length},
     {"list", f_list},
-    {"lower", case_filter<unicode::to_lower>},
+    {"lower", f_lower},
     {"map", f_map},
     {"max", f_min_max<true>},
     {"min", f_min_max<false>},
@@ -748,17 +419,18 @@ constexpr NamedFilter kFilters[] = {
     {"trim", f_trim},
     {"truncate", f_truncate},
     {"unique", f_unique},
-    {"upper", case_filter<unicode::to_upper>},
+    {"upper", f_upper},
     {"wordcount", f_wordcount},
 };
 
 }  // namespace
+}  // namespace filters
 
 bool is_filter_name(std::string_view name) {
-  for (const auto& f : kFilters) {
+  for (const auto& f : filters::kFilters) {
     if (f.name == name) return true;
   }
-  for (std::string_view n : kUnsupportedFilters) {
+  for (std::string_view n : filters::kUnsupportedFilters) {
     if (n == name) return true;
   }
   return false;
@@ -766,10 +438,10 @@ bool is_filter_name(std::string_view name) {
 
 util::Result<Value> Interpreter::apply_filter(std::string_view name, const Value& value,
                                               CallArgs& args) {
-  for (const auto& f : kFilters) {
+  for (const auto& f : filters::kFilters) {
     if (f.name == name) return f.fn(*this, value, args);
   }
-  for (std::string_view n : kUnsupportedFilters) {
+  for (std::string_view n : filters::kUnsupportedFilters) {
     if (n == name) return util::errorf("unsupported filter '{}' — {}", name, kUnsupportedHint);
   }
   return util::errorf("no filter named '{}' — {}", name, kUnsupportedHint);

@@ -70,10 +70,12 @@ util::Result<Value> dict(Interpreter&, CallArgs& args) {
   return Value::dict(std::move(d));
 }
 
-util::Result<Value> make_namespace(Interpreter&, CallArgs& args) {
+util::Result<Value> make_namespace(Interpreter& interp, CallArgs& args) {
   auto ns = std::make_shared<Namespace>();
   HR_TRY(fill_from(ns->attrs, args, "namespace()"));
-  return Value::object(std::move(ns));
+  Value v = Value::object(std::move(ns));
+  interp.remember_container(v);
+  return v;
 }
 
 util::Result<Value> raise_exception(Interpreter& interp, CallArgs& args) {

@@ -45,6 +45,13 @@ Interpreter::Interpreter(const EngineOptions& options) : options_(options) {}
 Interpreter::~Interpreter() {
   // Macros hold the frame they were defined in, and that frame holds them: break the cycles.
   for (auto& scope : closures_) scope->vars.clear();
+  for (auto& v : containers_) {
+    if (v.is_list()) v.list().items.clear();
+    if (v.is_dict()) v.dict().items.clear();
+    if (v.is_object() && v.object()->is_namespace()) {
+      static_cast<Namespace&>(*v.object()).attrs.items.clear();
+    }
+  }
 }
 
 util::Result<std::string> Interpreter::render(const Body& body, const ScopePtr& globals) {
@@ -217,6 +224,7 @@ util::Status Interpreter::run_loop(const Stmt& s, const ScopePtr& scope, const V
   }
   Loop::Recurse recurse;
   if (s.recursive) {
+    remember_closure(scope);  // the loop object holds `scope` and may be stored in it
     recurse = [this, &s, scope](const Value& inner, int depth) -> util::Result<std::string> {
       std::string text;
       HR_TRY(run_loop(s, scope, inner, depth, text));

@@ -62,8 +62,10 @@ class Interpreter {
   util::Status count_iteration();
   // raise_exception(): the message is reported as is, without a location.
   util::Error raise(std::string message);
-  // Keeps a scope that a macro closes over, so that the cycle is broken after rendering.
+  // Reference cycles (a macro and the frame holding it, a namespace or list that contains
+  // itself) would leak; what can take part in one is recorded and emptied after rendering.
   void remember_closure(const ScopePtr& scope) { closures_.push_back(scope); }
+  void remember_container(const Value& v) { containers_.push_back(v); }
 
  private:
   util::Error fail(SourceLoc loc, util::Error error);
@@ -88,6 +90,7 @@ class Interpreter {
   int64_t iterations_ = 0;
   bool failed_ = false;  // the error being returned already says where it happened
   std::vector<ScopePtr> closures_;
+  std::vector<Value> containers_;
 };
 
 // operators.cpp

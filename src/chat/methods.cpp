@@ -354,12 +354,14 @@ util::Result<Value> list_method(Interpreter& interp, const Value& self, std::str
   }
   if (name == "copy") return Value::list(items, self.list_kind());
   if (name == "append") {
+    interp.remember_container(self);
     HR_ASSIGN_OR_RETURN(auto b, bind_args(what, args, {"object"}, 1));
     HR_TRY(interp.check_size(items.size() * 16));
     items.push_back(*b[0]);
     return Value::none();
   }
   if (name == "extend") {
+    interp.remember_container(self);
     HR_ASSIGN_OR_RETURN(auto b, bind_args(what, args, {"iterable"}, 1));
     HR_ASSIGN_OR_RETURN(auto more, iterate(*b[0]));
     HR_TRY(interp.check_size((items.size() + more.size()) * 16));
@@ -367,6 +369,7 @@ util::Result<Value> list_method(Interpreter& interp, const Value& self, std::str
     return Value::none();
   }
   if (name == "insert") {
+    interp.remember_container(self);
     HR_ASSIGN_OR_RETURN(auto b, bind_args(what, args, {"index", "object"}, 2));
     HR_ASSIGN_OR_RETURN(int64_t i, opt_int(what, b[0], 0));
     auto n = static_cast<int64_t>(items.size());
@@ -406,7 +409,7 @@ util::Result<Value> list_method(Interpreter& interp, const Value& self, std::str
   return unsupported_method(self, name);
 }
 
-util::Result<Value> dict_method(Interpreter&, const Value& self, std::string_view name,
+util::Result<Value> dict_method(Interpreter& interp, const Value& self, std::string_view name,
                                 CallArgs& args) {
   std::string what = fmt::format("dict.{}()", name);
   DictData& d = self.dict();
@@ -443,6 +446,7 @@ util::Result<Value> dict_method(Interpreter&, const Value& self, std::string_vie
     return util::errorf("KeyError: {}", repr(*b[0]));
   }
   if (name == "setdefault") {
+    interp.remember_container(self);
     HR_ASSIGN_OR_RETURN(auto b, bind_args(what, args, {"key", "default"}, 1));
     if (const Value* v = d.find(*b[0])) return *v;
     Value v = b[1] ? *b[1] : Value::none();
@@ -450,6 +454,7 @@ util::Result<Value> dict_method(Interpreter&, const Value& self, std::string_vie
     return v;
   }
   if (name == "update") {
+    interp.remember_container(self);
     if (args.positional.size() > 1) return util::Error("dict.update() takes at most 1 argument");
     if (!args.positional.empty()) {
       const Value& other = args.positional[0];

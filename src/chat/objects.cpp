@@ -6,6 +6,8 @@
 namespace chat {
 
 std::string Namespace::repr() const {
+  ReprGuard guard(&attrs);
+  if (guard.recursive()) return "<Namespace {...}>";
   std::string out = "<Namespace {";
   for (size_t i = 0; i < attrs.items.size(); ++i) {
     if (i) out += ", ";

@@ -42,7 +42,11 @@ util::Result<std::string> Template::render(const nlohmann::ordered_json& variabl
   }
   auto globals = std::make_shared<Scope>();
   add_globals(*globals);
-  for (const auto& [name, value] : variables.items()) globals->set(name, from_json(value));
+  for (const auto& [name, value] : variables.items()) {
+    auto v = from_json(value);
+    if (!v) return util::errorf("chat template: variable '{}': {}", name, v.error().message());
+    globals->set(name, std::move(*v));
+  }
   Interpreter interp(options);
   auto out = interp.render(program_->body, globals);
   if (!out) return template_error(out.error());

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 
@@ -144,6 +145,54 @@ bool DictData::erase(const Value& key) {
   return false;
 }
 
+namespace {
+
+// Containers freed while another is being freed queue their children here instead of
+// destroying them recursively; the outermost destructor drains the queue.
+thread_local std::vector<Value> g_teardown;
+thread_local bool g_tearing_down = false;
+
+void drain_teardown() {
+  if (g_tearing_down) return;
+  g_tearing_down = true;
+  while (!g_teardown.empty()) {
+    std::vector<Value> batch;
+    batch.swap(g_teardown);
+    batch.clear();  // the last reference to a container queues its children
+  }
+  g_tearing_down = false;
+}
+
+thread_local std::vector<const void*> g_repr_stack;
+
+}  // namespace
+
+ListData::~ListData() {
+  for (auto& v : items) {
+    if (v.is_list() || v.is_dict() || v.is_object()) g_teardown.push_back(std::move(v));
+  }
+  items.clear();
+  drain_teardown();
+}
+
+DictData::~DictData() {
+  for (auto& [k, v] : items) {
+    if (v.is_list() || v.is_dict() || v.is_object()) g_teardown.push_back(std::move(v));
+  }
+  items.clear();
+  drain_teardown();
+}
+
+ReprGuard::ReprGuard(const void* container) {
+  recursive_ = g_repr_stack.size() >= static_cast<size_t>(kMaxValueDepth) ||
+               std::find(g_repr_stack.begin(), g_repr_stack.end(), container) != g_repr_stack.end();
+  g_repr_stack.push_back(container);
+}
+
+ReprGuard::~ReprGuard() {
+  g_repr_stack.pop_back();
+}
+
 std::string Object::repr() const {
   return fmt::format("<{} object>", type_name());
 }
@@ -222,7 +271,17 @@ bool truthy(const Value& v) {
   return false;
 }
 
+namespace {
+bool equals_at(const Value& a, const Value& b, int depth);
+}  // namespace
+
 bool equals(const Value& a, const Value& b) {
+  return equals_at(a, b, 0);
+}
+
+namespace {
+bool equals_at(const Value& a, const Value& b, int depth) {
+  if (depth > kMaxValueDepth) return false;
   if (a.is_number() && b.is_number()) {
     if (a.is_float() || b.is_float()) return a.as_float() == b.as_float();
     return a.as_int() == b.as_int();
@@ -243,7 +302,7 @@ bool equals(const Value& a, const Value& b) {
       const auto& y = b.list().items;
       if (x.size() != y.size()) return false;
       for (size_t i = 0; i < x.size(); ++i) {
-        if (!equals(x[i], y[i])) return false;
+        if (!equals_at(x[i], y[i], depth + 1)) return false;
       }
       return true;
     }
@@ -252,7 +311,7 @@ bool equals(const Value& a, const Value& b) {
       if (x.size() != b.dict().items.size()) return false;
       for (const auto& [k, v] : x) {
         const Value* other = b.dict().find(k);
-        if (!other || !equals(v, *other)) return false;
+        if (!other || !equals_at(v, *other, depth + 1)) return false;
       }
       return true;
     }
@@ -263,7 +322,8 @@ bool equals(const Value& a, const Value& b) {
   }
 }
 
-util::Result<bool> less_than(const Value& a, const Value& b) {
+util::Result<bool> less_than_at(const Value& a, const Value& b, int depth) {
+  if (depth > kMaxValueDepth) return util::Error("maximum recursion depth exceeded in comparison");
   if (a.is_undefined()) return util::Error(a.undefined_data().message());
   if (b.is_undefined()) return util::Error(b.undefined_data().message());
   if (a.is_number() && b.is_number()) {
@@ -277,12 +337,18 @@ util::Result<bool> less_than(const Value& a, const Value& b) {
     const auto& y = b.list().items;
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
       if (equals(x[i], y[i])) continue;
-      return less_than(x[i], y[i]);
+      return less_than_at(x[i], y[i], depth + 1);
     }
     return x.size() < y.size();
   }
   return util::errorf("'<' not supported between instances of '{}' and '{}'", type_name(a),
                       type_name(b));
+}
+
+}  // namespace
+
+util::Result<bool> less_than(const Value& a, const Value& b) {
+  return less_than_at(a, b, 0);
 }
 
 std::string python_float(double d) {
@@ -366,6 +432,9 @@ std::string join_repr(const std::vector<Value>& items) {
 }
 
 std::string container_str(const Value& v) {
+  ReprGuard guard(v.is_dict() ? static_cast<const void*>(&v.dict())
+                              : static_cast<const void*>(&v.list()));
+  if (guard.recursive()) return v.is_dict() ? "{...}" : "[...]";
   if (v.is_dict()) {
     std::string out = "{";
     bool first = true;
@@ -505,7 +574,12 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-Value from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+util::Result<Value> from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxValueDepth) {
+    return util::errorf("data nested deeper than {} levels", kMaxValueDepth);
+  }
   switch (j.type()) {
     case nlohmann::ordered_json::value_t::null:
       return Value::none();
@@ -525,18 +599,30 @@ Value from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
+      for (const auto& e : j) {
+        HR_ASSIGN_OR_RETURN(Value v, from_json_at(e, depth + 1));
+        items.push_back(std::move(v));
+      }
       return Value::list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       DictData d;
       d.items.reserve(j.size());
-      for (const auto& [k, e] : j.items()) d.items.emplace_back(Value::string(k), from_json(e));
+      for (const auto& [k, e] : j.items()) {
+        HR_ASSIGN_OR_RETURN(Value v, from_json_at(e, depth + 1));
+        d.items.emplace_back(Value::string(k), std::move(v));
+      }
       return Value::dict(std::move(d));
     }
     default:
       return Value::none();
   }
+}
+
+}  // namespace
+
+util::Result<Value> from_json(const nlohmann::ordered_json& j) {
+  return from_json_at(j, 0);
 }
 
 }  // namespace chat

@@ -26,7 +26,13 @@ enum class Kind : uint8_t { Undefined, None, Bool, Int, Float, String, List, Dic
 // Filters such as map/select/items return generators; range() returns a range.
 enum class ListKind : uint8_t { List, Tuple, Generator, Range, DictKeys, DictValues, DictItems };
 
+// Containers tear down iteratively (see value.cpp), so a list nested a million deep cannot
+// overflow the stack when it is freed.
 struct ListData {
+  ListData() = default;
+  ListData(const ListData&) = default;
+  ListData& operator=(const ListData&) = default;
+  ~ListData();
   std::vector<Value> items;
   ListKind kind = ListKind::List;
   bool consumed = false;   // a generator iterates once, as in Python
@@ -35,6 +41,12 @@ struct ListData {
 
 // Dict keys are values compared with Python ==; insertion order is kept (Python 3.7+ dicts).
 struct DictData {
+  DictData() = default;
+  DictData(const DictData&) = default;
+  DictData(DictData&&) = default;
+  DictData& operator=(const DictData&) = default;
+  DictData& operator=(DictData&&) = default;
+  ~DictData();
   std::vector<std::pair<Value, Value>> items;
   const Value* find(const Value& key) const;
   const Value* find(std::string_view key) const;
@@ -140,6 +152,23 @@ util::Result<int64_t> length(const Value& v);
 // HTML escaping of |escape and Markup concatenation.
 std::string html_escape(std::string_view s);
 
-Value from_json(const nlohmann::ordered_json& j);
+// Beyond this depth values print as [...] and compare unequal instead of recursing further.
+inline constexpr int kMaxValueDepth = 500;
+
+// Marks a container as being printed, so that one containing itself prints as [...] (Python).
+class ReprGuard {
+ public:
+  explicit ReprGuard(const void* container);
+  ~ReprGuard();
+  ReprGuard(const ReprGuard&) = delete;
+  ReprGuard& operator=(const ReprGuard&) = delete;
+  bool recursive() const { return recursive_; }
+
+ private:
+  bool recursive_;
+};
+
+// JSON to values; an error for data nested deeper than kMaxValueDepth.
+util::Result<Value> from_json(const nlohmann::ordered_json& j);
 
 }  // namespace chat

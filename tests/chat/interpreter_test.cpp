@@ -185,6 +185,32 @@ TEST(ChatInterpreter, IterationOutputAndTimeLimitsStopRunawayTemplates) {
             "larger than MAX_RANGE (100000).");
 }
 
+TEST(ChatInterpreter, SelfReferencesPrintLikePythonAndDoNotLeak) {
+  EXPECT_EQ(render("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns }}"),
+            "<Namespace {'self': <Namespace {...}>}>");
+  chat::EngineOptions mutable_options;
+  mutable_options.mutable_sandbox = true;
+  EXPECT_EQ(render("{% set l = [1] %}{{ l.append(l) }}{{ l }}|{{ {'a': l} }}",
+                   ordered_json::object(), mutable_options),
+            "None[1, [...]]|{'a': [1, [...]]}");
+  EXPECT_TRUE(is_error(render("{% set l = [1] %}{{ l.append(l) }}{{ l|tojson }}",
+                              ordered_json::object(), mutable_options)));
+}
+
+TEST(ChatInterpreter, DeeplyNestedDataIsBoundedNotFatal) {
+  // Built by the template: freeing and printing a 100000-deep list must not overflow the stack.
+  std::string out = render(
+      "{% set ns = namespace(x=[]) %}{% for i in range(100000) %}"
+      "{% set ns.x = [ns.x] %}{% endfor %}{{ ns.x|length }}"
+      "{{ (ns.x|string)[:6] }}");
+  EXPECT_EQ(out, "1[[[[[[");
+  // Passed in: refused with a one-line error.
+  ordered_json deep = ordered_json::array();
+  for (int i = 0; i < 10000; ++i) deep = ordered_json::array({deep});
+  EXPECT_EQ(render("{{ x }}", {{"x", deep}}),
+            "ERROR: chat template: variable 'x': data nested deeper than 500 levels");
+}
+
 TEST(ChatInterpreter, StrftimeNowUsesTheConfiguredClock) {
   chat::EngineOptions options;
   std::tm t{};

@@ -3,6 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "chat_testing.h"
 #include "testing/testing.h"
 
@@ -127,6 +131,27 @@ TEST(ChatApply, TemplateParsesOnceAndRendersManyTimes) {
     ASSERT_TRUE(out);
     EXPECT_EQ(*out, "Hello");
   }
+}
+
+TEST(ChatApply, OneTemplateRendersConcurrently) {
+  // A parsed Template is immutable: server threads share one and render in parallel.
+  auto tmpl = chat::Template::parse(*chat::builtin_template("gemma4"));
+  ASSERT_TRUE(tmpl);
+  ordered_json vars = {
+      {"messages", hello()}, {"bos_token", "<bos>"}, {"add_generation_prompt", true}};
+  std::string want = *tmpl->render(vars);
+  std::vector<std::thread> threads;
+  std::atomic<int> good{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 50; ++i) {
+        auto out = tmpl->render(vars);
+        if (out && *out == want) ++good;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(good.load(), 200);
 }
 
 }  // namespace

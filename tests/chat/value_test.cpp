@@ -64,7 +64,7 @@ TEST(ChatValue, TruthinessAndEqualityFollowPython) {
 
 TEST(ChatValue, JsonObjectsKeepTheirKeyOrder) {
   auto j = nlohmann::ordered_json::parse(R"({"zeta": 1, "alpha": {"y": 2, "b": 3}})");
-  EXPECT_EQ(chat::to_str(chat::from_json(j)), "{'zeta': 1, 'alpha': {'y': 2, 'b': 3}}");
+  EXPECT_EQ(chat::to_str(*chat::from_json(j)), "{'zeta': 1, 'alpha': {'y': 2, 'b': 3}}");
   EXPECT_EQ(render("{% for k in d %}{{ k }}{% endfor %}|{{ d|tojson }}", {{"d", j}}),
             "zetaalpha|{\"zeta\": 1, \"alpha\": {\"y\": 2, \"b\": 3}}");
 }

@@ -79,7 +79,7 @@ util::Status Interpreter::enter(SourceLoc loc) {
     return fail(loc, util::errorf("nesting or macro recursion deeper than {} levels",
                                   options_.limits.max_depth));
   }
-  if (std::chrono::steady_clock::now() > deadline_) {
+  if ((++enters_ & 63) == 0 && std::chrono::steady_clock::now() > deadline_) {
     --depth_;
     return fail(loc,
                 util::errorf("rendering took longer than {} ms", options_.limits.max_milliseconds));
@@ -231,13 +231,15 @@ util::Status Interpreter::run_loop(const Stmt& s, const ScopePtr& scope, const V
       return text;
     };
   }
-  auto loop = std::make_shared<Loop>(items, depth0, std::move(recurse));
+  auto loop = std::make_shared<Loop>(std::move(items), depth0, std::move(recurse));
+  const std::vector<Value>& looped = loop->items();
   Value loop_value = Value::object(loop);
-  for (size_t i = 0; i < items.size(); ++i) {
+  for (size_t i = 0; i < looped.size(); ++i) {
     if (auto counted = count_iteration(); !counted) return fail(s.loc, std::move(counted).error());
     loop->set_index(i);
     ScopePtr frame = child_of(scope);
-    HR_TRY(assign(*s.target, items[i], frame));
+    frame->vars.reserve(2);
+    HR_TRY(assign(*s.target, looped[i], frame));
     frame->set("loop", loop_value);
     HR_ASSIGN_OR_RETURN(Flow flow, exec(s.body, frame, out));
     if (flow == Flow::Break) break;

@@ -88,6 +88,7 @@ class Interpreter {
   std::chrono::steady_clock::time_point deadline_;
   int depth_ = 0;
   int64_t iterations_ = 0;
+  uint64_t enters_ = 0;  // the clock is read every 64 blocks, not on each
   bool failed_ = false;  // the error being returned already says where it happened
   std::vector<ScopePtr> closures_;
   std::vector<Value> containers_;

@@ -253,16 +253,14 @@ std::optional<Value> python_attribute(const Value& obj, std::string_view name, b
 // Jinja's environment.getattr: the Python attribute first, then the item of that name.
 util::Result<Value> Interpreter::get_attr(const Value& obj, std::string_view name) {
   if (obj.is_undefined()) return util::Error(obj.undefined_data().message());
-  Value key = Value::string(std::string(name));
   if (obj.is_object()) {
     if (auto v = obj.object()->attribute(name)) return *v;
-    return missing(obj, key);
+  } else if (auto v = python_attribute(obj, name, options_.mutable_sandbox)) {
+    return *v;
+  } else if (obj.is_dict()) {
+    if (const Value* item = obj.dict().find(name)) return *item;
   }
-  if (auto v = python_attribute(obj, name, options_.mutable_sandbox)) return *v;
-  if (obj.is_dict()) {
-    if (const Value* v = obj.dict().find(name)) return *v;
-  }
-  return missing(obj, key);
+  return missing(obj, Value::string(std::string(name)));
 }
 
 // Jinja's environment.getitem: the item first, then (for string keys) the attribute.

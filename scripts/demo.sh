@@ -4,4 +4,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh build
-build/apps/headroom/headroom inspect models/stories260K.gguf
+build/apps/headroom/headroom run -p "Once upon a time" -n 128 --seed 42

@@ -11,7 +11,11 @@ int main(int argc, char** argv) {
   cli::add_inspect(app, exit_code);
   cli::add_synth(app, exit_code);
   cli::add_logits(app, exit_code);
+  cli::add_tokenize(app, exit_code);
+  cli::add_detokenize(app, exit_code);
   cli::add_plan(app, exit_code);
+  cli::add_run(app, exit_code);
+  cli::add_chat(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

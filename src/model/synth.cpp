@@ -7,7 +7,7 @@
 #include <cstring>
 #include <thread>
 
-#include "tensor/convert.h"
+#include "tensor/quantize.h"
 
 namespace model {
 namespace {

@@ -1,7 +1,8 @@
 // Tensor binding with shape checks; errors name the tensor, what was expected and what was found.
 #include "model/weights.h"
 
-#include "tensor/convert.h"
+#include "tensor/dequantize.h"
+#include "tensor/dtype.h"
 
 namespace model {
 
@@ -38,6 +39,12 @@ util::Result<kernels::Matrix> Binder::matrix(const std::string& name, int64_t n_
   HR_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(name));
   if (n_mats > 1) HR_TRY(check_shape(*t, {n_cols, n_rows, n_mats}));
   else HR_TRY(check_shape(*t, {n_cols, n_rows}));
+  // Kernels trust bound weights: a type the engine cannot compute with is refused here, once.
+  if (!tensor::can_dequantize(t->type)) {
+    return util::errorf("model: {}: tensor '{}' is stored as {}, which headroom cannot compute with yet — "
+                        "re-quantize the model to a supported type (e.g. Q4_K_M, Q8_0, F16)", file_.name(), name,
+                        gguf::tensor_type_name(t->type));
+  }
   kernels::Matrix m;
   m.type = t->type;
   m.n_cols = n_cols;

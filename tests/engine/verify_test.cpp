@@ -19,8 +19,12 @@ void expect_agreement(const engine::Verification& v, bool context_filled) {
   if (context_filled) {
     // Every used weight page was read and every KV cell written: all of it is resident now.
     for (const auto& c : v.classes) EXPECT_GE(c.resident, c.planned * 98 / 100) << c.name;
+#if !defined(__SANITIZE_ADDRESS__)
+    // (AddressSanitizer keeps freed memory in quarantine and shadows every byte: RSS means
+    // nothing under it, so this bound is checked in the normal build only.)
     const double growth = static_cast<double>(v.rss_growth());
     EXPECT_LE(std::abs(growth - static_cast<double>(v.planned_total)), 0.02 * v.planned_total + kFixedOverhead);
+#endif
   }
 }
 

@@ -58,8 +58,14 @@ void run_case(const nlohmann::json& c, tensor::DType kv_type, int ubatch) {
     max_abs = std::max(max_abs, std::fabs(expected[i]));
     max_diff = std::max(max_diff, std::fabs(expected[i] - logits[i]));
   }
-  const float tolerance = kv_type == tensor::DType::kF32 ? 1e-4f : 2e-3f;
+  // f32 KV: the 1e-4. f16 KV rounds every cached value to 11 significant bits (≈5e-4
+  // relative), which moves these logits by up to ~1e-3 of the max. q8_0 KV rounds to 1/127 of
+  // each 32-value block's max — here a block spans all four 8-wide KV heads, so small heads are
+  // quantized coarsely — and moves them by up to 3.2% (measured); greedy ids then drift after a
+  // few dozen tokens, so only f32 and f16 must reproduce the whole golden continuation.
+  const float tolerance = kv_type == tensor::DType::kF32 ? 1e-4f : kv_type == tensor::DType::kF16 ? 2e-3f : 5e-2f;
   EXPECT_LE(max_diff / max_abs, tolerance) << "max |Δlogit| " << max_diff << " of max |logit| " << max_abs;
+  if (kv_type == tensor::DType::kQ8_0) return;
 
   // Greedy continuation: every generated id equals the golden one.
   const auto golden_ids = c["greedy_generated_ids"].get<std::vector<int32_t>>();
@@ -86,7 +92,8 @@ TEST_P(Stories260K, GreedyIdsAndLogitsMatchGolden) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(KvTypes, Stories260K, ::testing::Values(tensor::DType::kF32),
+INSTANTIATE_TEST_SUITE_P(KvTypes, Stories260K,
+                         ::testing::Values(tensor::DType::kF32, tensor::DType::kF16, tensor::DType::kQ8_0),
                          [](const auto& p) { return std::string(gguf::tensor_type_name(p.param)); });
 
 }  // namespace

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "kernels/ref/ref.h"
-#include "tensor/convert.h"
+#include "tensor/dequantize.h"
 
 namespace kernels::ref {
 namespace {

@@ -2,7 +2,8 @@
 #include <vector>
 
 #include "kernels/ref/ref.h"
-#include "tensor/convert.h"
+#include "tensor/dequantize.h"
+#include "tensor/quantize.h"
 
 namespace kernels::ref {
 
@@ -10,7 +11,7 @@ namespace kernels::ref {
 void matmul(const Matrix& w, const float* x, float* y, int n_tokens) {
   std::vector<float> row(w.n_cols);
   for (int64_t r = 0; r < w.n_rows; ++r) {
-    // The stored format is fixed at load time; a type the loader accepted always converts.
+    // Types are checked when weights are bound (model::Binder), so a bound row always converts.
     (void)tensor::dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + r * w.row_bytes, row.data(), w.n_cols);
     for (int t = 0; t < n_tokens; ++t) {
       const float* xt = x + static_cast<int64_t>(t) * w.n_cols;
@@ -33,7 +34,8 @@ void get_rows(const Matrix& table, const int32_t* ids, int n, float scale, float
   }
 }
 
-// Each K/V row is quantized straight into its cache cell; no full-precision copy is kept.
+// Each K/V row is quantized straight into its cache cell; no full-precision copy is kept. Cache
+// types and row lengths are checked when the cache is planned (kv::check_cache_type).
 void store_kv(DType k_type, DType v_type, int kv_dim, const float* k, const float* v, const KvWrite* dst,
               int n_tokens) {
   for (int t = 0; t < n_tokens; ++t) {

@@ -1,0 +1,114 @@
+// headroom chat: an interactive conversation rendered with the model's own chat template.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "chat/template.h"
+#include "commands.h"
+#include "generation.h"
+
+namespace cli {
+namespace {
+
+// --chat-template NAME|FILE, else the template in the GGUF, else a built-in for the architecture.
+util::Result<std::string> choose_template(const std::string& override_value, const gguf::File& file,
+                                          const model::Spec& spec) {
+  if (!override_value.empty()) {
+    if (auto builtin = chat::builtin_template(override_value)) return std::string(*builtin);
+    std::ifstream in(override_value, std::ios::binary);
+    if (!in) {
+      return util::errorf("--chat-template '{}' is neither a built-in name (gemma4, chatml, llama3) nor a readable "
+                          "file", override_value);
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  HR_ASSIGN_OR_RETURN(auto stored, file.get_string("tokenizer.chat_template"));
+  if (stored) return std::string(*stored);
+  if (spec.arch == model::Arch::kGemma4) return std::string(*chat::builtin_template("gemma4"));
+  return util::errorf("{} has no chat template — pass --chat-template chatml, llama3, gemma4 or a .jinja file",
+                      file.name());
+}
+
+}  // namespace
+
+void add_chat(CLI::App& app, int& exit_code) {
+  struct Options {
+    PlanFlags plan;
+    SamplingFlags sampling;
+    std::string chat_template, system;
+    int n_predict = -1;
+    bool think = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("chat", "Chat interactively using the model's chat template (stdin → stdout)");
+  add_plan_flags(cmd, o->plan, /*with_shape=*/false);
+  add_sampling_flags(cmd, o->sampling);
+  cmd->add_option("--chat-template", o->chat_template, "Template: a built-in name (gemma4, chatml, llama3) or a file");
+  cmd->add_option("--system", o->system, "System message");
+  cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens per reply (-1 = until an end token)")->capture_default_str();
+  cmd->add_flag("--think", o->think, "Ask the model to think first (templates that support enable_thinking)");
+  cmd->callback([o, &exit_code] {
+    auto fail = [&](const std::string& message, int code) {
+      std::fprintf(stderr, "%s\n", message.c_str());
+      exit_code = code;
+    };
+    auto session = open_session(o->plan);
+    if (!session) return fail(session.error().message(), kExitBadInput);
+    auto source = choose_template(o->chat_template, *session->planned.file, session->planned.spec);
+    if (!source) return fail(source.error().message(), kExitBadInput);
+    auto parsed = chat::Template::parse(*source);
+    if (!parsed) return fail(parsed.error().message() + " — pass --chat-template chatml, llama3, gemma4 or a file",
+                             kExitBadInput);
+    const tokenizer::Tokenizer& tok = *session->tokenizer;
+    chat::RenderOptions render;
+    render.bos_token = std::string(tok.token_text(tok.bos()));
+    render.eos_token = std::string(tok.token_text(tok.eos()));
+    render.extra = {{"enable_thinking", o->think}};
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
+    const auto sampling = o->sampling.params();
+    std::fprintf(stderr, "chat: type a message and press Enter; /reset starts over; an empty line or EOF ends. "
+                         "Ctrl-C stops a reply.%s\n",
+                 sampling.temperature > 0 ? (" Sampling: " + sampling.describe()).c_str() : "");
+    install_interrupt_handler();
+    std::string line;
+    for (;;) {
+      std::fprintf(stderr, "> ");
+      if (!std::getline(std::cin, line) || line.empty()) break;
+      if (line == "/reset") {
+        messages.erase(messages.begin() + (o->system.empty() ? 0 : 1), messages.end());
+        continue;
+      }
+      messages.push_back({{"role", "user"}, {"content", line}});
+      auto text = chat::apply_chat_template(*source, messages, render);
+      if (!text) return fail(text.error().message(), kExitBadInput);
+      // Rendered templates carry their special tokens as text; BOS is not doubled.
+      auto prompt = tok.encode(*text, {.add_bos = true, .parse_special = true});
+      clear_interrupt();
+      auto g = generate(*session, std::move(prompt), sampling, o->n_predict, [](const std::string& piece) {
+        std::fputs(piece.c_str(), stdout);
+        std::fflush(stdout);
+      });
+      std::fputs("\n", stdout);
+      if (!g) {
+        // Too long for the context, most likely: say so, drop the turn, keep chatting.
+        std::fprintf(stderr, "%s (use /reset to start over)\n", g.error().message().c_str());
+        messages.erase(messages.end() - 1);
+        continue;
+      }
+      std::vector<int32_t> reply;
+      for (int32_t t : g->tokens) {
+        if (!tok.is_end_of_generation(t)) reply.push_back(t);
+      }
+      messages.push_back({{"role", "assistant"}, {"content", tok.decode(reply)}});
+      std::fprintf(stderr, "%s\n", evidence_line(*g, session->planned.plan).c_str());
+    }
+    exit_code = kExitOk;
+  });
+}
+
+}  // namespace cli

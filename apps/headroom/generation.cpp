@@ -1,0 +1,123 @@
+// Shared generation plumbing for run and chat: plan, load, stream, stop on Ctrl-C, report.
+#include "generation.h"
+
+#include <csignal>
+#include <cstdio>
+#include <random>
+
+#include "plan/report.h"
+#include "util/units.h"
+
+namespace cli {
+namespace {
+
+std::atomic<bool> g_interrupted{false};
+
+void on_sigint(int) {
+  if (g_interrupted.exchange(true)) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+  }
+}
+
+}  // namespace
+
+void install_interrupt_handler() { std::signal(SIGINT, on_sigint); }
+bool interrupted() { return g_interrupted.load(); }
+void clear_interrupt() { g_interrupted.store(false); }
+
+sample::SamplingParams SamplingFlags::params() const {
+  sample::SamplingParams p;
+  p.temperature = temperature;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repeat_penalty = repeat_penalty;
+  p.repeat_last_n = repeat_last_n;
+  p.presence_penalty = presence_penalty;
+  p.frequency_penalty = frequency_penalty;
+  p.seed = seed >= 0 ? static_cast<uint64_t>(seed) : std::random_device{}();
+  return p;
+}
+
+void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
+  cmd->add_option("--temp", f.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", f.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
+  cmd->add_option("--top-p", f.top_p, "Keep the smallest set reaching this probability (1 = all)")->capture_default_str();
+  cmd->add_option("--min-p", f.min_p, "Drop tokens below min-p × the top probability (0 = off)")->capture_default_str();
+  cmd->add_option("--repeat-penalty", f.repeat_penalty, "Penalty for recent tokens (1 = off)")->capture_default_str();
+  cmd->add_option("--repeat-last-n", f.repeat_last_n, "How many recent tokens the penalties see (-1 = all)")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", f.presence_penalty, "Subtracted once from recent tokens")->capture_default_str();
+  cmd->add_option("--frequency-penalty", f.frequency_penalty, "Subtracted per occurrence in recent tokens")
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", f.seed, "Random seed (-1 = random, printed); the same seed gives the same text")
+      ->capture_default_str();
+}
+
+util::Result<Session> open_session(const PlanFlags& flags) {
+  Session s;
+  HR_ASSIGN_OR_RETURN(s.planned, plan_model(flags));
+  std::fprintf(stderr, "%s\n", plan::format_plan(s.planned.plan, s.planned.spec, s.planned.source).c_str());
+  if (!s.planned.plan.fits) return util::Error(s.planned.plan.refusal());
+  HR_ASSIGN_OR_RETURN(s.engine, engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan));
+  HR_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(*s.planned.file));
+  s.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
+  return s;
+}
+
+util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt, const sample::SamplingParams& sampling,
+                                  int max_tokens, const std::function<void(const std::string&)>& on_text) {
+  Generation g;
+  tokenizer::StreamDecoder decoder(*session.tokenizer);
+  engine::Scheduler scheduler(*session.engine);
+  engine::Request r;
+  r.prompt = std::move(prompt);
+  r.max_tokens = max_tokens;
+  r.sampling = sampling;
+  r.end_ids = session.tokenizer->end_of_generation();
+  const tokenizer::Tokenizer& tok = *session.tokenizer;
+  r.on_token = [&](int32_t token, float) {
+    g.tokens.push_back(token);
+    if (!tok.is_end_of_generation(token)) on_text(decoder.push(token));
+    return true;
+  };
+  r.on_done = [&](engine::FinishReason reason, const engine::RequestStats& stats, const std::string& error) {
+    g.reason = reason;
+    g.stats = stats;
+    g.error = error;
+  };
+  auto submitted = scheduler.submit(std::move(r));
+  if (submitted.refusal != engine::Refusal::kNone) return util::Error(submitted.message);
+  while (!scheduler.idle()) {
+    if (interrupted() && !g.interrupted) {
+      g.interrupted = true;
+      scheduler.cancel(submitted.id);
+    }
+    HR_TRY(scheduler.step());
+  }
+  on_text(decoder.flush());
+  return g;
+}
+
+std::string evidence_line(const Generation& g, const plan::Plan& plan) {
+  const auto& s = g.stats;
+  const double tps = s.generation_tokens_per_second();
+  const double bytes = static_cast<double>(plan.prediction.bytes_per_token);
+  std::string line = fmt::format("prompt {} tok ({:.1f} tok/s) | generated {} tok", s.n_prompt,
+                                 s.prompt_tokens_per_second(), s.n_generated);
+  if (tps > 0) {
+    line += fmt::format(", {:.1f} tok/s steady, {:.2f} ms/tok", tps, 1e3 / tps);
+  }
+  line += fmt::format(" | first token {:.1f} ms", s.ttft_seconds() * 1e3);
+  if (tps > 0 && bytes > 0) {
+    const double bw = plan.devices[0].bandwidth;
+    line += fmt::format(" | {}/tok → {:.2f} GB/s, {:.0f}% of the {:.1f} GB/s roofline", util::format_bytes(bytes),
+                        tps * bytes / 1e9, 100.0 * tps * bytes / bw, bw / 1e9);
+  }
+  if (g.interrupted) line += " | interrupted";
+  else line += fmt::format(" | finished: {}", engine::finish_reason_name(g.reason));
+  return line;
+}
+
+}  // namespace cli

@@ -21,6 +21,7 @@ void add_detokenize(CLI::App& app, int& exit_code);
 void add_plan(CLI::App& app, int& exit_code);
 void add_run(CLI::App& app, int& exit_code);
 void add_chat(CLI::App& app, int& exit_code);
+void add_kld(CLI::App& app, int& exit_code);
 
 // The tokenizer of a GGUF file (tokenize, detokenize); the error names the file and the problem.
 util::Result<tokenizer::Tokenizer> load_tokenizer(const std::string& path);

@@ -43,6 +43,7 @@ void add_run(CLI::App& app, int& exit_code) {
       std::fflush(stdout);
     });
     std::fputs("\n", stdout);
+    std::fflush(stdout);  // the text ends before the evidence line on stderr, even when both are piped
     if (!g) return fail(g.error().message(), kExitBadInput);
     std::fprintf(stderr, "%s\n", evidence_line(*g, session->planned.plan).c_str());
     if (o->verify_plan) std::fprintf(stderr, "after generating:\n%s", session->engine->verify().format().c_str());

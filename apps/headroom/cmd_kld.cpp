@@ -14,16 +14,26 @@ namespace {
 
 // Used when no -f is given: plain English prose, the register the shipped model was trained on.
 constexpr const char* kDefaultText =
-    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park with her dog, "
-    "Max. One day, Lily saw a big red ball under a tree. She ran to the ball and tried to pick it up, but it was "
-    "too heavy. Max barked and pushed the ball with his nose. The ball rolled down the hill, and Lily and Max ran "
-    "after it, laughing. At the bottom of the hill they met a boy named Tom. Tom said, \"Is this your ball? I can "
-    "help you carry it.\" Lily smiled and said, \"Thank you, Tom! Do you want to play with us?\" The three friends "
-    "played with the ball all afternoon. When the sun went down, Lily's mom called her home for dinner. Lily "
-    "hugged Tom and said goodbye. That night, she dreamed about the big red ball and her new friend. The next "
-    "morning, the sky was grey and it started to rain. Lily was sad because she could not go outside. Her mom "
-    "gave her some paper and crayons, and Lily drew a picture of the park, the ball, Max and Tom. When the rain "
-    "stopped, a rainbow came out, and Lily ran to the window to see it. She knew it would be a good day after all.";
+    "Once upon a time, there was a little girl named Lily. She loved to play outside in the park "
+    "with her dog, "
+    "Max. One day, Lily saw a big red ball under a tree. She ran to the ball and tried to pick it "
+    "up, but it was "
+    "too heavy. Max barked and pushed the ball with his nose. The ball rolled down the hill, and "
+    "Lily and Max ran "
+    "after it, laughing. At the bottom of the hill they met a boy named Tom. Tom said, \"Is this "
+    "your ball? I can "
+    "help you carry it.\" Lily smiled and said, \"Thank you, Tom! Do you want to play with us?\" "
+    "The three friends "
+    "played with the ball all afternoon. When the sun went down, Lily's mom called her home for "
+    "dinner. Lily "
+    "hugged Tom and said goodbye. That night, she dreamed about the big red ball and her new "
+    "friend. The next "
+    "morning, the sky was grey and it started to rain. Lily was sad because she could not go "
+    "outside. Her mom "
+    "gave her some paper and crayons, and Lily drew a picture of the park, the ball, Max and Tom. "
+    "When the rain "
+    "stopped, a rainbow came out, and Lily ran to the window to see it. She knew it would be a "
+    "good day after all.";
 
 // log-softmax of one logits row into `out` (double for the sums that KL needs).
 void log_softmax(const float* logits, int n, std::vector<double>& out) {
@@ -46,13 +56,19 @@ void add_kld(CLI::App& app, int& exit_code) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "kld", "KL divergence of next-token distributions with a quantized KV cache against an f16 one");
+      "kld",
+      "KL divergence of next-token distributions with a quantized KV cache against an f16 one");
   cmd->add_option("-m,--model", o->model, "GGUF model (default: the shipped stories260K)");
-  cmd->add_option("-f,--file", o->text_file, "Text to evaluate (default: a built-in English paragraph)");
-  cmd->add_option("--kv-type-k", o->kv_type_k, "K cache type under test: f16, q8_0, q4_0")->capture_default_str();
-  cmd->add_option("--kv-type-v", o->kv_type_v, "V cache type under test: f16, q8_0, q4_0")->capture_default_str();
-  cmd->add_option("--base-kv-type", o->base, "KV cache type of the reference run")->capture_default_str();
-  cmd->add_option("-c,--ctx", o->ctx, "Tokens per evaluation window (the text is cut into windows)")->capture_default_str();
+  cmd->add_option("-f,--file", o->text_file,
+                  "Text to evaluate (default: a built-in English paragraph)");
+  cmd->add_option("--kv-type-k", o->kv_type_k, "K cache type under test: f16, q8_0, q4_0")
+      ->capture_default_str();
+  cmd->add_option("--kv-type-v", o->kv_type_v, "V cache type under test: f16, q8_0, q4_0")
+      ->capture_default_str();
+  cmd->add_option("--base-kv-type", o->base, "KV cache type of the reference run")
+      ->capture_default_str();
+  cmd->add_option("-c,--ctx", o->ctx, "Tokens per evaluation window (the text is cut into windows)")
+      ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the figures as JSON");
   cmd->callback([o, &exit_code] {
     auto fail = [&](const std::string& message) {
@@ -75,7 +91,8 @@ void add_kld(CLI::App& app, int& exit_code) {
     if (!tok) return fail(tok.error().message());
     const auto ids = tok->encode(text, {.add_bos = true});
     auto load = [&](tensor::DType kt, tensor::DType vt) {
-      return engine::Engine::load({.model_path = path, .n_ctx = o->ctx, .n_ubatch = o->chunk, .k_type = kt, .v_type = vt});
+      return engine::Engine::load(
+          {.model_path = path, .n_ctx = o->ctx, .n_ubatch = o->chunk, .k_type = kt, .v_type = vt});
     };
     auto reference = load(*base, *base);
     if (!reference) return fail(reference.error().message());
@@ -103,27 +120,34 @@ void add_kld(CLI::App& app, int& exit_code) {
           double d = 0;
           for (int i = 0; i < n_vocab; ++i) d += std::exp(la[i]) * (la[i] - lb[i]);
           kl.push_back(std::max(0.0, d));
-          agree += std::max_element(la.begin(), la.end()) - la.begin() == std::max_element(lb.begin(), lb.end()) - lb.begin();
+          agree += std::max_element(la.begin(), la.end()) - la.begin() ==
+                   std::max_element(lb.begin(), lb.end()) - lb.begin();
         }
       }
     }
-    if (kl.empty()) return fail("kld: the text has fewer than 2 tokens; give a longer text with -f");
+    if (kl.empty())
+      return fail("kld: the text has fewer than 2 tokens; give a longer text with -f");
     std::vector<double> sorted = kl;
     std::sort(sorted.begin(), sorted.end());
     double mean = 0;
     for (double d : kl) mean += d / kl.size();
-    const double median = sorted[sorted.size() / 2], p99 = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
+    const double median = sorted[sorted.size() / 2],
+                 p99 = sorted[std::min(sorted.size() - 1, sorted.size() * 99 / 100)];
     const double top1 = 100.0 * agree / kl.size();
     if (o->json) {
-      std::printf("{\"model\": \"%s\", \"k\": \"%s\", \"v\": \"%s\", \"base\": \"%s\", \"positions\": %zu, "
-                  "\"kld_mean\": %.6g, \"kld_median\": %.6g, \"kld_p99\": %.6g, \"kld_max\": %.6g, \"top1_agreement\": %.2f}\n",
-                  path.c_str(), o->kv_type_k.c_str(), o->kv_type_v.c_str(), o->base.c_str(), kl.size(), mean, median,
-                  p99, sorted.back(), top1);
+      std::printf(
+          "{\"model\": \"%s\", \"k\": \"%s\", \"v\": \"%s\", \"base\": \"%s\", \"positions\": %zu, "
+          "\"kld_mean\": %.6g, \"kld_median\": %.6g, \"kld_p99\": %.6g, \"kld_max\": %.6g, "
+          "\"top1_agreement\": %.2f}\n",
+          path.c_str(), o->kv_type_k.c_str(), o->kv_type_v.c_str(), o->base.c_str(), kl.size(),
+          mean, median, p99, sorted.back(), top1);
     } else {
-      std::printf("KV K %s / V %s against %s, %zu positions of %s:\n  KL divergence mean %.6f, median %.6f, p99 "
-                  "%.6f, max %.6f nats; top-1 token agreement %.2f%%\n",
-                  o->kv_type_k.c_str(), o->kv_type_v.c_str(), o->base.c_str(), kl.size(), path.c_str(), mean, median,
-                  p99, sorted.back(), top1);
+      std::printf(
+          "KV K %s / V %s against %s, %zu positions of %s:\n  KL divergence mean %.6f, median "
+          "%.6f, p99 "
+          "%.6f, max %.6f nats; top-1 token agreement %.2f%%\n",
+          o->kv_type_k.c_str(), o->kv_type_v.c_str(), o->base.c_str(), kl.size(), path.c_str(),
+          mean, median, p99, sorted.back(), top1);
     }
     exit_code = kExitOk;
   });

@@ -10,6 +10,7 @@
 namespace engine {
 
 util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
+  util::reset_peak_rss();  // so verify()'s peak covers this engine's life, not what ran before
   const uint64_t rss_before = util::process_rss();
   HR_ASSIGN_OR_RETURN(gguf::File opened, gguf::File::open(options.model_path));
   auto file = std::make_shared<gguf::File>(std::move(opened));
@@ -93,6 +94,7 @@ Verification Engine::verify() const {
   }
   v.rss_before_load = rss_before_load_;
   v.rss_now = util::process_rss();
+  v.rss_peak = util::peak_rss();
   return v;
 }
 
@@ -104,7 +106,8 @@ std::string Verification::format() const {
                        util::format_bytes(c.allocated), util::format_bytes(c.resident),
                        c.planned ? 100.0 * c.allocated / c.planned : 100.0);
   }
-  out += fmt::format("process RSS grew {} since loading began (planned total {})\n", util::format_bytes(rss_growth()),
+  out += fmt::format("process RSS grew {} since loading began, {} at its peak (planned total {})\n",
+                     util::format_bytes(rss_growth()), util::format_bytes(peak_growth()),
                      util::format_bytes(planned_total));
   return out;
 }

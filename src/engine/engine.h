@@ -42,7 +42,9 @@ struct Verification {
   uint64_t allocated_total = 0;
   uint64_t rss_before_load = 0;
   uint64_t rss_now = 0;
+  uint64_t rss_peak = 0;  // the process's highest RSS since loading began (see util::reset_peak_rss)
   uint64_t rss_growth() const { return rss_now > rss_before_load ? rss_now - rss_before_load : 0; }
+  uint64_t peak_growth() const { return rss_peak > rss_before_load ? rss_peak - rss_before_load : 0; }
   std::string format() const;
 };
 

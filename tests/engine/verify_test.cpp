@@ -1,6 +1,8 @@
 // The engine's allocations against its plan, after loading and after filling the context.
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "engine/scheduler.h"
 #include "testing/testing.h"
 #include "util/memory.h"
@@ -23,15 +25,19 @@ void expect_agreement(const engine::Verification& v, bool context_filled) {
     // (AddressSanitizer keeps freed memory in quarantine and shadows every byte: RSS means
     // nothing under it, so this bound is checked in the normal build only.)
     const double growth = static_cast<double>(v.rss_growth());
-    EXPECT_LE(std::abs(growth - static_cast<double>(v.planned_total)), 0.02 * v.planned_total + kFixedOverhead);
+    EXPECT_LE(std::abs(growth - static_cast<double>(v.planned_total)),
+              0.02 * v.planned_total + kFixedOverhead);
 #endif
   }
 }
 
 TEST(Verify, Stories260KAgreesWithItsPlanAfterLoadAndWhenFull) {
-  auto e = engine::Engine::load({.model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
-                                 .n_ctx = 256, .n_ubatch = 64, .k_type = tensor::DType::kF32,
-                                 .v_type = tensor::DType::kF32});
+  auto e = engine::Engine::load(
+      {.model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
+       .n_ctx = 256,
+       .n_ubatch = 64,
+       .k_type = tensor::DType::kF32,
+       .v_type = tensor::DType::kF32});
   ASSERT_TRUE(e.ok()) << e.error().message();
   expect_agreement((*e)->verify(), false);
   engine::Scheduler s(**e);
@@ -44,9 +50,12 @@ TEST(Verify, Stories260KAgreesWithItsPlanAfterLoadAndWhenFull) {
 }
 
 TEST(Verify, RefusesWhatDoesNotFitAndSaysWhatWould) {
-  engine::EngineOptions o{.model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
-                          .n_ctx = 2048, .n_slots = 64};
-  o.devices.cpu_mem = 16ull << 20;  // 16 MiB: the weights fit, 64 slots × 2048 positions of KV do not
+  engine::EngineOptions o{
+      .model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
+      .n_ctx = 2048,
+      .n_slots = 64};
+  o.devices.cpu_mem =
+      16ull << 20;  // 16 MiB: the weights fit, 64 slots × 2048 positions of KV do not
   auto e = engine::Engine::load(o);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message().find("does not fit"), std::string::npos) << e.error().message();
@@ -56,6 +65,53 @@ TEST(Verify, RefusesWhatDoesNotFitAndSaysWhatWould) {
   ASSERT_TRUE(fitted.ok()) << fitted.error().message();
   EXPECT_FALSE((*fitted)->plan().applied.empty());
   EXPECT_LE((*fitted)->plan().bytes_on(0), 16ull << 20);
+}
+
+// A long prefill into a quantized KV cache must never hold the context in full precision: the
+// process's peak RSS during a prompt near the context limit stays within the plan. The model is
+// KV-heavy for its size (llama 25M: 8 layers × 256 KV dims, Q8_0 weights ≈ 26 MiB), so holding the
+// prompt's K/V in f32 even once (16 MiB at 1024 tokens) would break the bound below.
+TEST(Verify, PeakMemoryOfALongQuantizedPrefillStaysWithinThePlan) {
+  const auto dir = testing_util::temp_dir();
+  const auto model = (dir / "llama-25m-q8_0.gguf").string();
+  std::string out, err;
+  ASSERT_EQ(testing_util::run_command(testing_util::headroom_binary().string() +
+                                          " synth --arch llama --shape 25m --type q8_0 -o " + model,
+                                      &out, &err),
+            0)
+      << err;
+  constexpr int kCtx = 1024;
+  auto e = engine::Engine::load({.model_path = model,
+                                 .n_ctx = kCtx,
+                                 .n_ubatch = 256,
+                                 .k_type = tensor::DType::kQ8_0,
+                                 .v_type = tensor::DType::kQ8_0});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  const auto& spec = (*e)->spec();
+  std::mt19937 rng(7);
+  std::vector<int32_t> prompt(kCtx - 8);
+  for (auto& id : prompt) id = static_cast<int32_t>(rng() % spec.n_vocab);
+  std::vector<float> logits;
+  ASSERT_TRUE((*e)->eval(0, prompt, 0, false, false, logits).ok());
+
+  const engine::Verification v = (*e)->verify();
+  SCOPED_TRACE(v.format());
+  for (const auto& c : v.classes) EXPECT_EQ(c.allocated, c.planned) << c.name;
+  // The KV cells of the prompt were written (quantized) and are resident.
+  const auto& kv = v.classes[1];
+  EXPECT_GE(kv.resident, kv.planned * 95 / 100);
+  // What a full-precision copy of the prompt's K/V would add: this test can fail.
+  const uint64_t f32_copy =
+      uint64_t{prompt.size()} * spec.n_layer * 2 * spec.layers[0].kv_dim() * 4;
+  const uint64_t bound = v.planned_total / 50 + kFixedOverhead;
+  ASSERT_GT(f32_copy, bound);
+#if !defined(__SANITIZE_ADDRESS__)
+  ASSERT_GT(v.rss_peak, 0u) << "no VmHWM in /proc/self/status";
+  EXPECT_LE(static_cast<double>(v.peak_growth()), static_cast<double>(v.planned_total + bound));
+#else
+  GTEST_SKIP()
+      << "RSS is meaningless under AddressSanitizer; allocation and residency were checked";
+#endif
 }
 
 }  // namespace

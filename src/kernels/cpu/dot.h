@@ -29,14 +29,14 @@ bool cpu_supports(Isa isa);
 // is one activation row in the partner format. n is the row length in values.
 // Batch-invariant: the value for token t does not depend on n_tokens (same order of operations
 // for every t), so tiling tokens never changes a result.
-using DotFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, int n_tokens, float* out,
-                       size_t out_stride);
+using DotFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride, int n_tokens,
+                       float* out, size_t out_stride);
 
 // Converts one f32 activation row to the partner format (n values).
 using PartnerFn = void (*)(const float* x, void* out, int64_t n);
 
 struct DotKernel {
-  DType partner = DType::kF32;    // the activation format `dot` reads
+  DType partner = DType::kF32;  // the activation format `dot` reads
   PartnerFn to_partner = nullptr;
   DotFn dot = nullptr;
 };
@@ -48,7 +48,8 @@ DotKernel dot_kernel(DType weight, Isa isa);
 
 namespace detail {
 // Each file registers its own types; dot_kernel() asks them in turn.
-DotKernel dot_kernel_simple(DType weight, Isa isa);  // dot_simple.cpp: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
+DotKernel dot_kernel_simple(DType weight,
+                            Isa isa);  // dot_simple.cpp: F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1
 DotKernel dot_kernel_kquant(DType weight, Isa isa);  // dot_kquant.cpp: Q4_K Q5_K Q6_K IQ4_XS
 }  // namespace detail
 

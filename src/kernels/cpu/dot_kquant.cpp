@@ -4,6 +4,8 @@
 
 namespace kernels::cpu::detail {
 
-DotKernel dot_kernel_kquant(DType, Isa) { return {}; }
+DotKernel dot_kernel_kquant(DType, Isa) {
+  return {};
+}
 
 }  // namespace kernels::cpu::detail

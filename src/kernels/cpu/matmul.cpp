@@ -1,23 +1,81 @@
-// Placeholder CPU matmul: the reference kernel split over rows (the SIMD version replaces it).
+// kernels::cpu::matmul: activations converted once to the weight type's partner format, then
+// threads over (chunk of weight rows × block of tokens) tasks calling the dot kernels.
 #include "kernels/cpu/matmul.h"
 
 #include <algorithm>
 
-#include "kernels/ref/ref.h"
+#include "kernels/cpu/dot.h"
+#include "tensor/dequantize.h"
 
 namespace kernels::cpu {
+namespace {
 
-size_t matmul_scratch_bytes(int, int64_t) { return 0; }
+constexpr size_t kAlign = 64;
+size_t aligned(size_t bytes) {
+  return (bytes + kAlign - 1) / kAlign * kAlign;
+}
 
-void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::ThreadPool& pool, void*) {
-  const int64_t chunk = std::max<int64_t>(1, (w.n_rows + pool.size() * 4 - 1) / (pool.size() * 4));
-  const int n_chunks = static_cast<int>((w.n_rows + chunk - 1) / chunk);
-  pool.parallel_for(n_chunks, [&](int c, int) {
-    const int64_t first = c * chunk, count = std::min(chunk, w.n_rows - first);
-    // The reference kernel writes y[t][r] for its rows; give it a row slice and scatter back.
-    const Matrix part = w.rows(first, count);
-    for (int t = 0; t < n_tokens; ++t) {
-      ref::matmul(part, x + static_cast<int64_t>(t) * w.n_cols, y + static_cast<int64_t>(t) * w.n_rows + first, 1);
+// Tokens per task in prefill: their partner rows (~4 KiB each at 4096 columns) stay in L2 while
+// every weight row of the task's chunk streams past once.
+constexpr int kTokenBlock = 64;
+
+// Rows per task: enough tasks for dynamic balancing over the threads, but rows of one task
+// adjacent so the weight stream stays sequential.
+int64_t rows_per_task(int64_t n_rows, int n_threads, int n_token_blocks) {
+  const int64_t wanted_tasks = std::max<int64_t>(1, int64_t{n_threads} * 8 / n_token_blocks);
+  return std::clamp<int64_t>((n_rows + wanted_tasks - 1) / wanted_tasks, 1, 256);
+}
+
+}  // namespace
+
+size_t matmul_scratch_bytes(int max_tokens, int64_t max_cols, int n_threads) {
+  // Partner rows take at most 4 bytes per value (f32); the fallback adds one f32 row per thread.
+  const size_t row = static_cast<size_t>(max_cols) * sizeof(float);
+  return aligned(static_cast<size_t>(max_tokens) * row) +
+         static_cast<size_t>(n_threads) * aligned(row);
+}
+
+void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::ThreadPool& pool,
+            void* scratch, Isa isa) {
+  if (n_tokens <= 0 || w.n_rows == 0) return;
+  DotKernel kernel = dot_kernel(w.type, isa);
+  const bool dequantize_rows = kernel.dot == nullptr;
+  if (dequantize_rows) kernel = dot_kernel(DType::kF32, isa);
+
+  // Activations in the partner format (f32 needs no copy).
+  auto* base = static_cast<uint8_t*>(scratch);
+  const uint8_t* xp = reinterpret_cast<const uint8_t*>(x);
+  size_t x_stride = static_cast<size_t>(w.n_cols) * sizeof(float);
+  if (kernel.partner != DType::kF32) {
+    x_stride = static_cast<size_t>(tensor::row_bytes(kernel.partner, w.n_cols));
+    pool.parallel_for(n_tokens, [&](int t, int) {
+      kernel.to_partner(x + static_cast<int64_t>(t) * w.n_cols, base + t * x_stride, w.n_cols);
+    });
+    xp = base;
+  }
+  float* row_scratch = reinterpret_cast<float*>(
+      base + aligned(static_cast<size_t>(n_tokens) * w.n_cols * sizeof(float)));
+  const size_t row_scratch_stride =
+      aligned(static_cast<size_t>(w.n_cols) * sizeof(float)) / sizeof(float);
+
+  const int n_token_blocks = (n_tokens + kTokenBlock - 1) / kTokenBlock;
+  const int64_t chunk = rows_per_task(w.n_rows, pool.size(), n_token_blocks);
+  const int64_t n_chunks = (w.n_rows + chunk - 1) / chunk;
+  pool.parallel_for(static_cast<int>(n_chunks * n_token_blocks), [&](int task, int thread) {
+    const int t0 = static_cast<int>(task / n_chunks) * kTokenBlock;
+    const int nt = std::min(kTokenBlock, n_tokens - t0);
+    const int64_t r0 = task % n_chunks * chunk, r1 = std::min(w.n_rows, r0 + chunk);
+    const uint8_t* xt = xp + t0 * x_stride;
+    float* yt = y + static_cast<int64_t>(t0) * w.n_rows;
+    for (int64_t r = r0; r < r1; ++r) {
+      const void* row = static_cast<const uint8_t*>(w.data) + r * w.row_bytes;
+      if (dequantize_rows) {
+        float* f = row_scratch + thread * row_scratch_stride;
+        // Types are checked when weights are bound (model::Binder): a bound row always converts.
+        (void)tensor::dequantize_row(w.type, row, f, w.n_cols);
+        row = f;
+      }
+      kernel.dot(w.n_cols, row, xt, x_stride, nt, yt + r, static_cast<size_t>(w.n_rows));
     }
   });
 }

@@ -10,14 +10,21 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/cpu/dot.h"
 #include "kernels/ops.h"
 #include "util/thread_pool.h"
 
 namespace kernels::cpu {
 
-// Bytes of scratch matmul() needs for up to `max_tokens` rows of up to `max_cols` values.
-size_t matmul_scratch_bytes(int max_tokens, int64_t max_cols);
+// Bytes of scratch matmul() needs for up to `max_tokens` rows of up to `max_cols` values on a
+// pool of `n_threads`.
+size_t matmul_scratch_bytes(int max_tokens, int64_t max_cols, int n_threads);
 
-void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::ThreadPool& pool, void* scratch);
+// `scratch` is 64-byte aligned and at least matmul_scratch_bytes(n_tokens, w.n_cols, pool.size()).
+// Kernels come from dot_kernel(w.type, isa); a type with none at any level is dequantized one row
+// at a time (per-thread scratch) and dotted in f32. `isa` defaults to the CPU's (benchmarks and
+// tests pass lower levels to compare).
+void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::ThreadPool& pool,
+            void* scratch, Isa isa = cpu_isa());
 
 }  // namespace kernels::cpu

@@ -1,0 +1,102 @@
+// CPU matmul throughput per weight type: a 4096 × 4096 matrix times T = 1 (decode) or T = 128
+// (prefill) activation rows, at the scalar level and the best SIMD level of this CPU, on 1 and
+// 2 threads, with the reference kernel (kernels::ref) as the baseline.
+//
+//   ninja -C build matmul_bench
+//   build/bench/kernels/matmul_bench --benchmark_repetitions=3
+//   --benchmark_report_aggregates_only=true
+// Counters: weight GB/s (stored weight bytes read per second, 10^9) and GFLOP/s (2·rows·cols·T).
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/dot.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/ref/ref.h"
+#include "tensor/quantize.h"
+#include "util/aligned_buffer.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+constexpr int64_t kRows = 4096, kCols = 4096;
+
+struct Data {
+  std::vector<uint8_t> weights;
+  kernels::Matrix m;
+  std::vector<float> x;
+};
+
+const Data& data(tensor::DType type) {
+  static std::vector<std::pair<tensor::DType, Data>> cache;
+  for (auto& [t, d] : cache) {
+    if (t == type) return d;
+  }
+  Data d;
+  std::mt19937 rng(1);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> row(kCols);
+  const size_t row_bytes = tensor::row_bytes(type, kCols);
+  d.weights.resize(row_bytes * kRows);
+  for (int64_t r = 0; r < kRows; ++r) {
+    for (auto& v : row) v = dist(rng);
+    (void)tensor::quantize_row(type, row.data(), d.weights.data() + r * row_bytes, kCols);
+  }
+  d.m = {d.weights.data(), type, kCols, kRows, row_bytes};
+  d.x.resize(kCols * 128);
+  for (auto& v : d.x) v = dist(rng);
+  cache.emplace_back(type, std::move(d));
+  return cache.back().second;
+}
+
+void report(benchmark::State& state, const Data& d, int n_tokens) {
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["weight_GB/s"] =
+      benchmark::Counter(iterations * d.weights.size() / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(iterations * 2.0 * kRows * kCols * n_tokens / 1e9,
+                                                 benchmark::Counter::kIsRate);
+}
+
+// args: type, tokens, threads, level (−1 = ref::matmul)
+void BM_Matmul(benchmark::State& state) {
+  const auto type = static_cast<tensor::DType>(state.range(0));
+  const int n_tokens = static_cast<int>(state.range(1)), threads = static_cast<int>(state.range(2));
+  const int level = static_cast<int>(state.range(3));
+  const Data& d = data(type);
+  std::vector<float> y(static_cast<size_t>(kRows) * n_tokens);
+  if (level < 0) {
+    for (auto _ : state) kernels::ref::matmul(d.m, d.x.data(), y.data(), n_tokens);
+  } else {
+    util::ThreadPool pool(threads);
+    util::AlignedBuffer scratch(kernels::cpu::matmul_scratch_bytes(n_tokens, kCols, threads));
+    for (auto _ : state)
+      kernels::cpu::matmul(d.m, d.x.data(), y.data(), n_tokens, pool, scratch.data(),
+                           static_cast<kernels::cpu::Isa>(level));
+  }
+  std::string label(tensor::dtype_name(type));
+  label += ' ';
+  label += level < 0 ? std::string_view("ref")
+                     : kernels::cpu::isa_name(static_cast<kernels::cpu::Isa>(level));
+  state.SetLabel(label);
+  report(state, d, n_tokens);
+}
+
+void args(benchmark::internal::Benchmark* b) {
+  using tensor::DType;
+  const int best = static_cast<int>(kernels::cpu::cpu_isa());
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1,
+                  DType::kQ5_0, DType::kQ5_1, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    const int64_t type = static_cast<int64_t>(t);
+    b->Args({type, 1, 1, -1});
+    for (int64_t tokens : {1, 128}) {
+      b->Args({type, tokens, 1, 0});
+      for (int64_t threads : {1, 2}) b->Args({type, tokens, threads, best});
+    }
+  }
+}
+
+}  // namespace
+
+BENCHMARK(BM_Matmul)->Apply(args)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_MAIN();

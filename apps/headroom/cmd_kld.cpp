@@ -53,6 +53,7 @@ void add_kld(CLI::App& app, int& exit_code) {
     int ctx = 512;
     int chunk = 64;
     bool json = false;
+    KernelFlags kernels;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -70,6 +71,7 @@ void add_kld(CLI::App& app, int& exit_code) {
   cmd->add_option("-c,--ctx", o->ctx, "Tokens per evaluation window (the text is cut into windows)")
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the figures as JSON");
+  add_kernel_flags(cmd, o->kernels);
   cmd->callback([o, &exit_code] {
     auto fail = [&](const std::string& message) {
       std::fprintf(stderr, "%s\n", message.c_str());
@@ -92,7 +94,8 @@ void add_kld(CLI::App& app, int& exit_code) {
     const auto ids = tok->encode(text, {.add_bos = true});
     auto load = [&](tensor::DType kt, tensor::DType vt) {
       return engine::Engine::load(
-          {.model_path = path, .n_ctx = o->ctx, .n_ubatch = o->chunk, .k_type = kt, .v_type = vt});
+          {.model_path = path, .n_ctx = o->ctx, .n_ubatch = o->chunk, .k_type = kt, .v_type = vt,
+           .n_threads = o->kernels.threads, .reference_kernels = o->kernels.reference()});
     };
     auto reference = load(*base, *base);
     if (!reference) return fail(reference.error().message());

@@ -23,6 +23,14 @@ void add_run(CLI::App& app, int& exit_code);
 void add_chat(CLI::App& app, int& exit_code);
 void add_kld(CLI::App& app, int& exit_code);
 
+// Which kernels run a model, and on how many threads (every command that evaluates one).
+struct KernelFlags {
+  int threads = 0;             // 0: the physical cores
+  std::string backend = "cpu";  // cpu (SIMD, threads) or ref (the scalar reference, a baseline)
+  bool reference() const { return backend == "ref"; }
+};
+void add_kernel_flags(CLI::App* cmd, KernelFlags& flags);
+
 // The tokenizer of a GGUF file (tokenize, detokenize); the error names the file and the problem.
 util::Result<tokenizer::Tokenizer> load_tokenizer(const std::string& path);
 

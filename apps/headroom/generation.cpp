@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <random>
 
+#include "kernels/cpu/dot.h"
 #include "plan/report.h"
 #include "util/units.h"
 
@@ -22,9 +23,15 @@ void on_sigint(int) {
 
 }  // namespace
 
-void install_interrupt_handler() { std::signal(SIGINT, on_sigint); }
-bool interrupted() { return g_interrupted.load(); }
-void clear_interrupt() { g_interrupted.store(false); }
+void install_interrupt_handler() {
+  std::signal(SIGINT, on_sigint);
+}
+bool interrupted() {
+  return g_interrupted.load();
+}
+void clear_interrupt() {
+  g_interrupted.store(false);
+}
 
 sample::SamplingParams SamplingFlags::params() const {
   sample::SamplingParams p;
@@ -41,33 +48,45 @@ sample::SamplingParams SamplingFlags::params() const {
 }
 
 void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
-  cmd->add_option("--temp", f.temperature, "Sampling temperature; 0 = greedy")->capture_default_str();
-  cmd->add_option("--top-k", f.top_k, "Keep the k most likely tokens (0 = all)")->capture_default_str();
-  cmd->add_option("--top-p", f.top_p, "Keep the smallest set reaching this probability (1 = all)")->capture_default_str();
-  cmd->add_option("--min-p", f.min_p, "Drop tokens below min-p × the top probability (0 = off)")->capture_default_str();
-  cmd->add_option("--repeat-penalty", f.repeat_penalty, "Penalty for recent tokens (1 = off)")->capture_default_str();
-  cmd->add_option("--repeat-last-n", f.repeat_last_n, "How many recent tokens the penalties see (-1 = all)")
+  cmd->add_option("--temp", f.temperature, "Sampling temperature; 0 = greedy")
       ->capture_default_str();
-  cmd->add_option("--presence-penalty", f.presence_penalty, "Subtracted once from recent tokens")->capture_default_str();
-  cmd->add_option("--frequency-penalty", f.frequency_penalty, "Subtracted per occurrence in recent tokens")
+  cmd->add_option("--top-k", f.top_k, "Keep the k most likely tokens (0 = all)")
       ->capture_default_str();
-  cmd->add_option("-s,--seed", f.seed, "Random seed (-1 = random, printed); the same seed gives the same text")
+  cmd->add_option("--top-p", f.top_p, "Keep the smallest set reaching this probability (1 = all)")
+      ->capture_default_str();
+  cmd->add_option("--min-p", f.min_p, "Drop tokens below min-p × the top probability (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--repeat-penalty", f.repeat_penalty, "Penalty for recent tokens (1 = off)")
+      ->capture_default_str();
+  cmd->add_option("--repeat-last-n", f.repeat_last_n,
+                  "How many recent tokens the penalties see (-1 = all)")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", f.presence_penalty, "Subtracted once from recent tokens")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", f.frequency_penalty,
+                  "Subtracted per occurrence in recent tokens")
+      ->capture_default_str();
+  cmd->add_option("-s,--seed", f.seed,
+                  "Random seed (-1 = random, printed); the same seed gives the same text")
       ->capture_default_str();
 }
 
 util::Result<Session> open_session(const PlanFlags& flags) {
   Session s;
   HR_ASSIGN_OR_RETURN(s.planned, plan_model(flags));
-  std::fprintf(stderr, "%s\n", plan::format_plan(s.planned.plan, s.planned.spec, s.planned.source).c_str());
+  std::fprintf(stderr, "%s\n",
+               plan::format_plan(s.planned.plan, s.planned.spec, s.planned.source).c_str());
   if (!s.planned.plan.fits) return util::Error(s.planned.plan.refusal());
-  HR_ASSIGN_OR_RETURN(s.engine, engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan));
+  HR_ASSIGN_OR_RETURN(s.engine,
+                      engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan));
   HR_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(*s.planned.file));
   s.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
   return s;
 }
 
-util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt, const sample::SamplingParams& sampling,
-                                  int max_tokens, const std::function<void(const std::string&)>& on_text) {
+util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
+                                  const sample::SamplingParams& sampling, int max_tokens,
+                                  const std::function<void(const std::string&)>& on_text) {
   Generation g;
   tokenizer::StreamDecoder decoder(*session.tokenizer);
   engine::Scheduler scheduler(*session.engine);
@@ -82,7 +101,8 @@ util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
     if (!tok.is_end_of_generation(token)) on_text(decoder.push(token));
     return true;
   };
-  r.on_done = [&](engine::FinishReason reason, const engine::RequestStats& stats, const std::string& error) {
+  r.on_done = [&](engine::FinishReason reason, const engine::RequestStats& stats,
+                  const std::string& error) {
     g.reason = reason;
     g.stats = stats;
     g.error = error;
@@ -100,6 +120,16 @@ util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
   return g;
 }
 
+std::string kernels_description(const plan::Request& r) {
+  const int threads = r.n_threads > 0 ? r.n_threads : plan::physical_cores();
+  if (r.reference_kernels)
+    return fmt::format("ref kernels (scalar reference), {} thread{}", threads,
+                       threads > 1 ? "s" : "");
+  return fmt::format("cpu kernels ({}), {} thread{}",
+                     kernels::cpu::isa_name(kernels::cpu::cpu_isa()), threads,
+                     threads > 1 ? "s" : "");
+}
+
 std::string evidence_line(const Generation& g, const plan::Plan& plan) {
   const auto& s = g.stats;
   const double tps = s.generation_tokens_per_second();
@@ -112,11 +142,15 @@ std::string evidence_line(const Generation& g, const plan::Plan& plan) {
   line += fmt::format(" | first token {:.1f} ms", s.ttft_seconds() * 1e3);
   if (tps > 0 && bytes > 0) {
     const double bw = plan.devices[0].bandwidth;
-    line += fmt::format(" | {}/tok → {:.2f} GB/s, {:.0f}% of the {:.1f} GB/s roofline", util::format_bytes(bytes),
-                        tps * bytes / 1e9, 100.0 * tps * bytes / bw, bw / 1e9);
+    line += fmt::format(" | {}/tok → {:.2f} GB/s, {:.0f}% of the {:.1f} GB/s roofline",
+                        util::format_bytes(bytes), tps * bytes / 1e9, 100.0 * tps * bytes / bw,
+                        bw / 1e9);
   }
-  if (g.interrupted) line += " | interrupted";
-  else line += fmt::format(" | finished: {}", engine::finish_reason_name(g.reason));
+  line += " | " + kernels_description(plan.request);
+  if (g.interrupted)
+    line += " | interrupted";
+  else
+    line += fmt::format(" | finished: {}", engine::finish_reason_name(g.reason));
   return line;
 }
 

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "commands.h"
 #include "gguf/file.h"
 #include "model/spec.h"
 #include "plan/planner.h"
@@ -13,9 +14,9 @@
 namespace cli {
 
 struct PlanFlags {
-  std::string model;              // -m FILE
-  std::string shape, quant;       // --shape gemma4-e2b --quant q4_k_m (plan command only)
-  int ctx = 0;                    // 0: the model's training context, capped at 4096
+  std::string model;         // -m FILE
+  std::string shape, quant;  // --shape gemma4-e2b --quant q4_k_m (plan command only)
+  int ctx = 0;               // 0: the model's training context, capped at 4096
   std::string kv_type_k = "f16", kv_type_v = "f16";
   int slots = 1;
   int ubatch = 512;
@@ -23,7 +24,7 @@ struct PlanFlags {
   int cpu_layers = 0;
   bool ple_on_host = false, experts_on_host = false;
   bool fit = false;
-  int threads = 0;
+  KernelFlags kernels;
 };
 
 // Registers the flags on `cmd`. `with_shape` adds --shape/--quant (plans without a file).

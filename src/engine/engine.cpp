@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "kernels/cpu/backend.h"
 #include "kernels/ref/ref.h"
 #include "util/memory.h"
 #include "util/units.h"
@@ -22,6 +23,8 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   r.n_slots = options.n_slots;
   r.k_type = options.k_type;
   r.v_type = options.v_type;
+  r.n_threads = options.n_threads;
+  r.reference_kernels = options.reference_kernels;
   HR_ASSIGN_OR_RETURN(plan::Plan p, plan::plan_with_fit({*file, spec, devices}, r, options.fit));
   if (!p.fits) return util::Error(p.refusal());
   HR_ASSIGN_OR_RETURN(auto engine, create(std::move(file), std::move(spec), std::move(p)));
@@ -36,7 +39,13 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   e->file_ = std::move(file);
   e->spec_ = std::move(spec);
   e->plan_ = std::move(plan);
-  e->backend_ = std::make_unique<kernels::ref::RefBackend>();
+  const plan::Request& r = e->plan_.request;
+  e->pool_ = std::make_unique<util::ThreadPool>(r.n_threads > 0 ? r.n_threads : plan::physical_cores());
+  if (r.reference_kernels) {
+    e->backend_ = std::make_unique<kernels::ref::RefBackend>();
+  } else {
+    e->backend_ = std::make_unique<kernels::cpu::CpuBackend>(*e->pool_, e->n_ubatch(), model::max_matmul_cols(e->spec_));
+  }
   HR_ASSIGN_OR_RETURN(e->model_, model::load_model(*e->file_, e->spec_, *e->backend_, {.max_batch = e->n_ubatch()}));
   HR_ASSIGN_OR_RETURN(e->cache_, kv::Cache::create(model::kv_layers(e->spec_), e->plan_.kv_config));
   return e;
@@ -86,7 +95,8 @@ Verification Engine::verify() const {
   MemoryCheck kv{.name = "kv cache", .planned = plan_.bytes_of(plan::ItemKind::kKvCache),
                  .allocated = cache_.bytes_allocated(), .resident = cache_.bytes_resident()};
   MemoryCheck act{.name = "activations", .planned = plan_.bytes_of(plan::ItemKind::kActivations),
-                  .allocated = model_->workspace_bytes(), .resident = model_->workspace_bytes()};
+                  .allocated = model_->workspace_bytes() + backend_->scratch_bytes(),
+                  .resident = model_->workspace_bytes() + backend_->scratch_bytes()};
   v.classes = {weights, kv, act};
   for (const auto& c : v.classes) {
     v.planned_total += c.planned;

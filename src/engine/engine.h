@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "model/spec.h"
 #include "plan/planner.h"
+#include "util/thread_pool.h"
 #include "util/result.h"
 
 namespace engine {
@@ -25,6 +26,8 @@ struct EngineOptions {
   tensor::DType k_type = tensor::DType::kF16;
   tensor::DType v_type = tensor::DType::kF16;
   bool fit = false;     // apply the fastest alternative when the request does not fit
+  int n_threads = 0;    // CPU threads (0 = physical cores)
+  bool reference_kernels = false;  // run the scalar reference backend (a baseline for benchmarks)
   plan::DeviceOptions devices{.probe = false};
 };
 
@@ -64,6 +67,9 @@ class Engine {
   int n_ctx() const { return cache_.config().n_ctx; }
   int n_ubatch() const { return plan_.request.n_ubatch; }
   int n_slots() const { return cache_.config().n_slots; }
+  // The kernels in use ("cpu" or "ref") and their thread count.
+  std::string_view backend_name() const { return backend_->name(); }
+  int n_threads() const { return pool_->size(); }
 
   // Evaluates `ids` for `slot` at positions n_past.. in micro-batches (or one token at a time
   // when `one_by_one`). Writes the last position's logits to `logits` [n_vocab], or every
@@ -79,6 +85,7 @@ class Engine {
   std::shared_ptr<gguf::File> file_;
   model::Spec spec_;
   plan::Plan plan_;
+  std::unique_ptr<util::ThreadPool> pool_;
   std::unique_ptr<kernels::Backend> backend_;
   std::unique_ptr<model::Model> model_;
   kv::Cache cache_;

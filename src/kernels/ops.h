@@ -78,6 +78,8 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string_view name() const = 0;
+  // Bytes of working memory the backend holds for its kernels (planned with the activations).
+  virtual size_t scratch_bytes() const { return 0; }
 
   // y[t] = W · x[t] for t < T.   x: [T][n_cols], y: [T][n_rows]
   virtual void matmul(const Matrix& w, const float* x, float* y, int n_tokens) = 0;

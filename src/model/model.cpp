@@ -1,6 +1,8 @@
 // Architecture dispatch and what all architectures share.
 #include "model/model.h"
 
+#include <algorithm>
+
 #include "model/gemma4.h"
 #include "model/llama.h"
 
@@ -46,6 +48,12 @@ size_t workspace_bytes(const Spec& spec, int max_batch) {
     case Arch::kGemma4: return gemma4_workspace_bytes(spec, max_batch);
   }
   return 0;
+}
+
+int64_t max_matmul_cols(const Spec& spec) {
+  int64_t cols = std::max(spec.n_embd, spec.n_embd_per_layer);
+  for (const LayerSpec& l : spec.layers) cols = std::max({cols, int64_t{l.q_dim()}, int64_t{l.n_ff}, int64_t{l.n_ff_exp}});
+  return cols;
 }
 
 }  // namespace model

@@ -52,5 +52,8 @@ util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Sp
 
 // Scratch sizes for planning: activation bytes a model needs for `max_batch` tokens.
 size_t workspace_bytes(const Spec& spec, int max_batch);
+// The widest input of any matrix product of the forward pass (the CPU kernels size their
+// activation scratch with it).
+int64_t max_matmul_cols(const Spec& spec);
 
 }  // namespace model

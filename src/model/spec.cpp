@@ -50,6 +50,10 @@ util::Status check_heads(const Metadata& meta, const LayerSpec& l) {
                     "(query heads must be a positive multiple of KV heads)",
                     l.il, l.n_head, l.n_head_kv, l.head_dim));
   }
+  if (l.head_dim > kMaxHeadDim) {
+    return meta.error(fmt::format("layer {}: head dim {} is larger than the {} headroom supports", l.il,
+                                  l.head_dim, kMaxHeadDim));
+  }
   if (l.rope.n_rot % 2 != 0 || l.rope.n_rot > l.head_dim) {
     return meta.error(
         fmt::format("layer {}: RoPE dimension count {} must be even and at most the head "

@@ -33,6 +33,9 @@ struct RopeSpec {
   std::vector<float> inv_freq;
 };
 
+// The largest head dimension the kernels accept (their per-head buffers live on the stack).
+inline constexpr int kMaxHeadDim = 1024;
+
 struct LayerSpec {
   int il = 0;
   AttentionKind kind = AttentionKind::kFull;

@@ -1,6 +1,8 @@
 // Placement, byte accounting and speed prediction; the fit policy and its alternatives.
 #include "plan/planner.h"
 
+#include "kernels/cpu/matmul.h"
+
 #include <algorithm>
 #include <cmath>
 
@@ -131,7 +133,13 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
 
   // Activations for one micro-batch on each device that computes layers; logits only for the
   // rows a step samples from (one per running sequence, at most a micro-batch).
-  const uint64_t scratch = model::workspace_bytes(spec, p.request.n_ubatch);
+  // The forward pass's workspace, plus the CPU kernels' activation scratch (matmul converts a
+  // micro-batch to 8-bit partner rows; kernels::cpu::CpuBackend holds it).
+  const int threads = r.n_threads > 0 ? r.n_threads : physical_cores();
+  const uint64_t scratch =
+      model::workspace_bytes(spec, p.request.n_ubatch) +
+      (r.reference_kernels ? 0
+                           : kernels::cpu::matmul_scratch_bytes(p.request.n_ubatch, model::max_matmul_cols(spec), threads));
   const int compute_device = has_gpu ? 1 : 0;
   p.items.push_back({.name = "activations", .kind = ItemKind::kActivations, .device = compute_device, .bytes = scratch});
   if (has_gpu && (r.n_cpu_layers > 0 || r.experts_on_host)) {

@@ -20,6 +20,8 @@ struct Request {
   tensor::DType v_type = tensor::DType::kF16;
   int n_slots = 1;
   int n_ubatch = 512;
+  int n_threads = 0;             // CPU threads for the kernels (0 = physical cores)
+  bool reference_kernels = false;  // the scalar reference backend (a baseline), not the CPU kernels
   // Placement changes (defaults keep everything where it is fastest; --fit may set them).
   int n_cpu_layers = 0;          // with a GPU: the first N layers stay on the CPU (partial offload)
   bool ple_on_host = false;      // with a GPU: Gemma 4's per-layer-embedding table stays on the host

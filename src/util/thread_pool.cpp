@@ -23,24 +23,34 @@ ThreadPool::~ThreadPool() {
   for (auto& w : workers_) w.join();
 }
 
-void ThreadPool::work(int thread) {
+void ThreadPool::work(int thread, uint32_t generation) {
+  const Job& job = jobs_[generation & 1];
   for (;;) {
-    const int task = next_task_.fetch_add(1, std::memory_order_relaxed);
-    if (task >= n_tasks_) return;
-    call_(ctx_, task, thread);
+    uint64_t next = next_.load();
+    int task = 0;
+    do {
+      if (static_cast<uint32_t>(next >> 32) != generation) return;  // that job is over
+      task = static_cast<int>(next & 0xffffffffu);
+      // Read before the claim; if the job changed meanwhile, the compare-and-swap fails.
+      if (task >= job.n_tasks.load()) return;
+    } while (!next_.compare_exchange_weak(next, next + 1));
+    // Claimed: the job cannot finish (and its slot be reused) before this task is counted done.
+    job.call.load()(job.ctx.load(), task, thread);
     done_tasks_.fetch_add(1, std::memory_order_release);
   }
 }
 
 void ThreadPool::run(int n_tasks, Call call, void* ctx) {
-  call_ = call;
-  ctx_ = ctx;
-  n_tasks_ = n_tasks;
-  next_task_.store(0, std::memory_order_relaxed);
-  done_tasks_.store(0, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);  // publishes the job to the workers
+  const uint32_t generation = generation_.load() + 1;
+  Job& job = jobs_[generation & 1];
+  job.call.store(call);
+  job.ctx.store(ctx);
+  job.n_tasks.store(n_tasks);
+  done_tasks_.store(0);
+  next_.store(static_cast<uint64_t>(generation) << 32);  // opens the job's tasks
+  generation_.store(generation);                         // wakes the workers
   generation_.notify_all();
-  work(0);
+  work(0, generation);
   while (done_tasks_.load(std::memory_order_acquire) < n_tasks) HR_CPU_RELAX();
 }
 
@@ -60,7 +70,7 @@ void ThreadPool::worker(int thread) {
     }
     seen = now;
     if (stop_.load()) return;
-    work(thread);
+    work(thread, now);
   }
 }
 

@@ -32,24 +32,34 @@ class ThreadPool {
       for (int t = 0; t < n_tasks; ++t) fn(t, 0);
       return;
     }
-    run(n_tasks, [](void* ctx, int task, int thread) { (*static_cast<F*>(ctx))(task, thread); }, &fn);
+    run(
+        n_tasks, [](void* ctx, int task, int thread) { (*static_cast<F*>(ctx))(task, thread); },
+        &fn);
   }
 
  private:
   using Call = void (*)(void* ctx, int task, int thread);
   void run(int n_tasks, Call call, void* ctx);
   void worker(int thread);
-  void work(int thread);
+  void work(int thread, uint32_t generation);
+
+  // A job, double-buffered by generation parity: a worker late from job g can still read slot
+  // g & 1 safely while the next job (g + 1) is written into the other slot.
+  struct Job {
+    std::atomic<Call> call{nullptr};
+    std::atomic<void*> ctx{nullptr};
+    std::atomic<int> n_tasks{0};
+  };
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  // The current job; published by bumping `generation_`.
-  Call call_ = nullptr;
-  void* ctx_ = nullptr;
-  int n_tasks_ = 0;
-  alignas(64) std::atomic<int> next_task_{0};
+  Job jobs_[2];
+  // generation << 32 | next task index: a task is claimed by compare-and-swap only while the
+  // generation is still the claimer's, so a worker late from one job never takes a task of the
+  // next.
+  alignas(64) std::atomic<uint64_t> next_{0};
   alignas(64) std::atomic<int> done_tasks_{0};
-  alignas(64) std::atomic<uint32_t> generation_{0};
+  alignas(64) std::atomic<uint32_t> generation_{0};  // published last; workers wait on it
   std::atomic<bool> stop_{false};
 };
 

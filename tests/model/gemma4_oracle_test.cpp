@@ -132,10 +132,11 @@ Diff compare(const std::vector<float>& expected, const std::vector<float>& actua
 }
 
 struct OracleCase {
-  std::string name;     // test name
-  std::string synth;    // `headroom synth` arguments
-  std::string kv_type;  // headroom's KV cache type
-  double tolerance;     // bound on max |Δlogit| / max |logit|
+  std::string name;          // test name
+  std::string synth;         // `headroom synth` arguments
+  std::string kv_type;       // headroom's KV cache type
+  double tolerance;          // bound on max |Δlogit| / max |logit|
+  std::string kernels = "";  // extra `headroom logits` flags (--backend ref)
 };
 
 // Names the case in test listings (gtest would otherwise print the struct's bytes).
@@ -158,7 +159,7 @@ TEST_P(Gemma4Oracle, LogitsMatchReferencePrefillAndDecode) {
   const std::vector<float> expected = reference_logits(model, ids, dir, c.kv_type);
   ASSERT_FALSE(expected.empty());
 
-  const std::string kv = " --kv-type " + c.kv_type;
+  const std::string kv = " --kv-type " + c.kv_type + " " + c.kernels;
   double worst = 0;
   for (int n : {1, kWindow - 1, kWindow, kWindow + 1, 2 * kWindow + 3, kMaxTokens}) {
     // Micro-batches of 5 straddle the window boundary mid-batch (the in-batch sliding mask and
@@ -187,13 +188,24 @@ INSTANTIATE_TEST_SUITE_P(
                       OracleCase{"tiny_dense_keqv", "--shape tiny-dense-keqv", "f32", kTolF32}),
     [](const auto& p) { return p.param.name; });
 
+// Quantized weights through the reference kernels: they dequantize exactly the bytes the oracle
+// reads, so only arithmetic order differs and kTolF32 holds.
 INSTANTIATE_TEST_SUITE_P(
     QuantizedWeights, Gemma4Oracle,
     ::testing::Values(OracleCase{"tiny_e_f16", "--shape tiny-e --type f16", "f32", kTolF32},
-                      OracleCase{"tiny_e_q8_0", "--shape tiny-e --type q8_0", "f32", kTolF32},
+                      OracleCase{"tiny_e_q8_0_ref", "--shape tiny-e --type q8_0", "f32", kTolF32,
+                                 "--backend ref"},
                       OracleCase{"tiny_moe_f16", "--shape tiny-moe --type f16", "f32", kTolF32},
-                      OracleCase{"tiny_moe_q8_0", "--shape tiny-moe --type q8_0", "f32", kTolF32}),
+                      OracleCase{"tiny_moe_q8_0_ref", "--shape tiny-moe --type q8_0", "f32",
+                                 kTolF32, "--backend ref"}),
     [](const auto& p) { return p.param.name; });
+
+// Not compared here: Q8_0 weights on the CPU kernels, which round activations to Q8_0 for an
+// integer dot product (as fast CPU engines do). Random tiny Gemma 4 layers amplify that rounding
+// to ~0.5 relative over 40 tokens (measured), as large as the bugs this oracle exists to catch, so
+// a bound would prove nothing. Those kernels are held instead to the exact product of what they
+// read, and to the activation rounding bound, in tests/kernels; the f32 and f16 cases above run
+// on the CPU kernels end to end.
 
 INSTANTIATE_TEST_SUITE_P(
     QuantizedKv, Gemma4Oracle,

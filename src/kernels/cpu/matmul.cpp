@@ -28,11 +28,18 @@ int64_t rows_per_task(int64_t n_rows, int n_threads, int n_token_blocks) {
 
 }  // namespace
 
+// Bytes of one activation row in the largest partner format (f32 rows are read in place).
+size_t partner_row_bytes(int64_t cols) {
+  const auto round_up = [&](int64_t block) { return (cols + block - 1) / block * block; };
+  return static_cast<size_t>(std::max(tensor::row_bytes(DType::kQ8_1, round_up(32)),
+                                      tensor::row_bytes(DType::kQ8_K, round_up(256))));
+}
+
 size_t matmul_scratch_bytes(int max_tokens, int64_t max_cols, int n_threads) {
-  // Partner rows take at most 4 bytes per value (f32); the fallback adds one f32 row per thread.
-  const size_t row = static_cast<size_t>(max_cols) * sizeof(float);
-  return aligned(static_cast<size_t>(max_tokens) * row) +
-         static_cast<size_t>(n_threads) * aligned(row);
+  // Partner rows for the batch, then one f32 row per thread for the dequantize-a-row path.
+  const size_t f32_row = aligned(static_cast<size_t>(max_cols) * sizeof(float));
+  return aligned(static_cast<size_t>(max_tokens) * partner_row_bytes(max_cols)) +
+         static_cast<size_t>(n_threads) * f32_row;
 }
 
 void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::ThreadPool& pool,
@@ -54,7 +61,7 @@ void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::Threa
     xp = base;
   }
   float* row_scratch = reinterpret_cast<float*>(
-      base + aligned(static_cast<size_t>(n_tokens) * w.n_cols * sizeof(float)));
+      base + aligned(static_cast<size_t>(n_tokens) * partner_row_bytes(w.n_cols)));
   const size_t row_scratch_stride =
       aligned(static_cast<size_t>(w.n_cols) * sizeof(float)) / sizeof(float);
 

@@ -1,0 +1,56 @@
+// headroom bench on the shipped model: the figures it reports and their link to the plan.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "testing/testing.h"
+
+namespace {
+
+std::string headroom() {
+  return testing_util::headroom_binary().string();
+}
+
+nlohmann::json run_json(const std::string& args) {
+  std::string out, err;
+  EXPECT_EQ(testing_util::run_command(headroom() + " " + args, &out, &err), 0) << err;
+  return nlohmann::json::parse(out);
+}
+
+TEST(Bench, ReportsPromptAndGenerationSpeedAndTheBytesThePlanPredicts) {
+  const auto bench = run_json("bench -r 2 -p 16 -n 8 --json");
+  EXPECT_GT(bench["measured_bandwidth_gbps"].get<double>(), 0.1);
+  EXPECT_NE(bench["kernels"].get<std::string>().find("cpu kernels"), std::string::npos);
+  ASSERT_EQ(bench["results"].size(), 2u);
+  const auto& pp = bench["results"][0];
+  const auto& tg = bench["results"][1];
+  EXPECT_EQ(pp["test"], "pp16");
+  EXPECT_EQ(tg["test"], "tg8");
+  EXPECT_GT(pp["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(tg["tokens_per_second"].get<double>(), 0);
+  EXPECT_GE(tg["sd"].get<double>(), 0);
+
+  // The plan of the same request (context = 16 + 1): bench's bytes per token are the plan's at
+  // depth 0 plus the KV cells of the 4 positions the middle of the generated run attends beyond it.
+  const auto plan = run_json("plan --ctx 17 --json")["prediction"];
+  const double zero = plan["bytes_per_token"].get<double>();
+  const double per_position = (plan["bytes_per_token_full_context"].get<double>() - zero) / 16;
+  EXPECT_DOUBLE_EQ(tg["bytes_per_token"].get<double>(), zero + 4 * per_position);
+  EXPECT_NEAR(tg["achieved_gbps"].get<double>(),
+              tg["tokens_per_second"].get<double>() * tg["bytes_per_token"].get<double>() / 1e9,
+              1e-9);
+}
+
+TEST(Bench, TheScalarReferenceIsAvailableAsABaseline) {
+  const auto bench = run_json("bench -r 1 -p 8 -n 4 --backend ref --json");
+  EXPECT_NE(bench["kernels"].get<std::string>().find("ref kernels"), std::string::npos);
+}
+
+TEST(Bench, BadArgumentsGetOneLine) {
+  std::string out, err;
+  EXPECT_EQ(testing_util::run_command(headroom() + " bench -r 0", &out, &err), 2);
+  EXPECT_TRUE(out.empty());
+  EXPECT_NE(err.find("-r"), std::string::npos) << err;
+}
+
+}  // namespace

@@ -2,8 +2,10 @@
 // the portable scalar level and with AVX2. AVX-512 machines use the AVX2 kernels (dot_kernel()
 // steps down). IQ4_XS has no kernel yet: matmul dequantizes its rows.
 //
-// Tokens are processed one after another, each with its own accumulators and the same order of
-// operations, so a token's result never depends on the batch.
+// Each weight super-block is unpacked once for a tile of up to 4 tokens; every token keeps its own
+// accumulators, updated in the same order whatever the tile, so its result never depends on the
+// batch.
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
@@ -144,28 +146,34 @@ void scalar_q6_k(int64_t n, const void* w, const void* x, size_t x_stride, int n
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 
-int hsum_i32(__m256i v) {
-  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
-  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
-  return _mm_cvtsi128_si32(s);
+float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
 }
 
 __m256i load32(const void* p) {
   return _mm256_loadu_si256(static_cast<const __m256i*>(p));
 }
 
-// Σ_j sc_j · Σ_{i∈j} q_i·y_i for a Q4_K / Q5_K super-block, exact in int32 (like the scalar one).
+// Tokens whose activation rows share one unpacking of a weight super-block.
+constexpr int kTile = 4;
+
+// A Q4_K / Q5_K super-block unpacked once: 8 vectors of 32 unsigned quants (sub-blocks in value
+// order) and the 8 scales broadcast as int16.
+struct Q45Unpacked {
+  __m256i q[8];
+  __m256i scale[8];
+  int min[8];
+};
+
 template <bool kFifthBit, class Block>
-int q45_k_sumi(const Block& b, const BlockQ8_K& y) {
+void unpack_q45(const Block& b, Q45Unpacked& u) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256i qh = _mm256_setzero_si256();
   if constexpr (kFifthBit) qh = load32(b.qh);
-  __m256i acc = _mm256_setzero_si256();
   for (int c = 0; c < 4; ++c) {
-    int sc_lo, sc_hi, m;
-    scale_min(b.scales, 2 * c, &sc_lo, &m);
-    scale_min(b.scales, 2 * c + 1, &sc_hi, &m);
     const __m256i packed = load32(b.qs + 32 * c);
     __m256i lo = _mm256_and_si256(packed, low4);
     __m256i hi = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
@@ -176,76 +184,128 @@ int q45_k_sumi(const Block& b, const BlockQ8_K& y) {
       hi = _mm256_or_si256(
           hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * c + 1), bit), 4));
     }
-    const __m256i p_lo = _mm256_maddubs_epi16(lo, load32(y.qs + 64 * c));
-    const __m256i p_hi = _mm256_maddubs_epi16(hi, load32(y.qs + 64 * c + 32));
-    acc = _mm256_add_epi32(acc,
-                           _mm256_madd_epi16(p_lo, _mm256_set1_epi16(static_cast<int16_t>(sc_lo))));
-    acc = _mm256_add_epi32(acc,
-                           _mm256_madd_epi16(p_hi, _mm256_set1_epi16(static_cast<int16_t>(sc_hi))));
+    u.q[2 * c] = lo;
+    u.q[2 * c + 1] = hi;
   }
-  return hsum_i32(acc);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    scale_min(b.scales, j, &sc, &m);
+    u.scale[j] = _mm256_set1_epi16(static_cast<int16_t>(sc));
+    u.min[j] = m;
+  }
+}
+
+// Σ_j sc_j · Σ_{i∈j} q_i·y_i as 8 int32 partial sums (exact).
+__m256i q45_k_sumi(const Q45Unpacked& u, const BlockQ8_K& y) {
+  __m256i acc = _mm256_setzero_si256();
+  for (int j = 0; j < 8; ++j) {
+    const __m256i p = _mm256_maddubs_epi16(u.q[j], load32(y.qs + 32 * j));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, u.scale[j]));
+  }
+  return acc;
 }
 
 template <bool kFifthBit, class Block>
 void avx2_q45_k(int64_t n, const void* w, const void* x, size_t x_stride, int n_tokens, float* out,
                 size_t out_stride) {
   const auto* wb = static_cast<const Block*>(w);
-  for (int t = 0; t < n_tokens; ++t) {
-    const auto* yb =
-        reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b) {
-      const int sumi = q45_k_sumi<kFifthBit>(wb[b], yb[b]);
-      const float d = _cvtsh_ss(wb[b].d) * yb[b].d, dmin = _cvtsh_ss(wb[b].dmin) * yb[b].d;
-      sum +=
-          d * static_cast<float>(sumi) - dmin * static_cast<float>(min_term(wb[b].scales, yb[b]));
+  for (int t0 = 0; t0 < n_tokens; t0 += kTile) {
+    const int nt = std::min(kTile, n_tokens - t0);
+    const BlockQ8_K* yb[kTile];
+    __m256 acc[kTile];
+    float mins[kTile];
+    for (int i = 0; i < nt; ++i) {
+      yb[i] =
+          reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + (t0 + i) * x_stride);
+      acc[i] = _mm256_setzero_ps();
+      mins[i] = 0.0f;
     }
-    out[t * out_stride] = sum;
+    for (int64_t b = 0; b < n / 256; ++b) {
+      Q45Unpacked u;
+      unpack_q45<kFifthBit>(wb[b], u);
+      const float d = _cvtsh_ss(wb[b].d), dmin = _cvtsh_ss(wb[b].dmin);
+      for (int i = 0; i < nt; ++i) {
+        const BlockQ8_K& y = yb[i][b];
+        acc[i] =
+            _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(q45_k_sumi(u, y)), acc[i]);
+        int m = 0;
+        for (int j = 0; j < 8; ++j) m += u.min[j] * (y.bsums[2 * j] + y.bsums[2 * j + 1]);
+        mins[i] += dmin * y.d * static_cast<float>(m);
+      }
+    }
+    for (int i = 0; i < nt; ++i) out[(t0 + i) * out_stride] = hsum(acc[i]) - mins[i];
   }
 }
 
-// Σ_s sc_s · Σ_{i∈s} q_i·y_i over a Q6_K super-block with q unsigned (0..63).
-int q6_k_sumi(const BlockQ6_K& b, const BlockQ8_K& y) {
+// A Q6_K super-block unpacked once: 8 vectors of 32 unsigned quants (0..63) in value order, and
+// the 16 int8 scales as int16 pairs (low 8 lanes sub-block 2k, high 8 lanes sub-block 2k + 1).
+struct Q6Unpacked {
+  __m256i q[8];
+  __m256i scale[8];
+  __m256i offset_scale;  // −32 · scale of each of the 16 sub-blocks, as int16
+};
+
+void unpack_q6(const BlockQ6_K& b, Q6Unpacked& u) {
   const __m256i low4 = _mm256_set1_epi8(0x0F), two = _mm256_set1_epi8(3);
-  __m256i acc = _mm256_setzero_si256();
   for (int h = 0; h < 2; ++h) {
     const __m256i ql0 = load32(b.ql + 64 * h), ql1 = load32(b.ql + 64 * h + 32),
                   qh = load32(b.qh + 32 * h);
-    const __m256i quarters[4] = {
-        _mm256_or_si256(_mm256_and_si256(ql0, low4),
-                        _mm256_slli_epi16(_mm256_and_si256(qh, two), 4)),
+    u.q[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(ql0, low4),
+                                     _mm256_slli_epi16(_mm256_and_si256(qh, two), 4));
+    u.q[4 * h + 1] =
         _mm256_or_si256(_mm256_and_si256(ql1, low4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4)),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4));
+    u.q[4 * h + 2] =
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4)),
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4));
+    u.q[4 * h + 3] =
         _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4),
-                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4)),
-    };
-    for (int k = 0; k < 4; ++k) {
-      // 32 values = sub-blocks s and s + 1 (16 each): the low 8 int16 lanes hold s, the high 8 s
-      // + 1.
-      const int s = 8 * h + 2 * k;
-      const __m256i p = _mm256_maddubs_epi16(quarters[k], load32(y.qs + 128 * h + 32 * k));
-      const __m256i scales =
-          _mm256_set_m128i(_mm_set1_epi16(b.scales[s + 1]), _mm_set1_epi16(b.scales[s]));
-      acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, scales));
-    }
+                        _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4));
   }
-  return hsum_i32(acc);
+  for (int k = 0; k < 8; ++k) {
+    u.scale[k] =
+        _mm256_set_m128i(_mm_set1_epi16(b.scales[2 * k + 1]), _mm_set1_epi16(b.scales[2 * k]));
+  }
+  const __m256i scales16 =
+      _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+  u.offset_scale = _mm256_mullo_epi16(scales16, _mm256_set1_epi16(-32));
+}
+
+// Σ_s sc_s · Σ_{i∈s} (q_i − 32)·y_i as 8 int32 partial sums (exact): the products use q unsigned
+// (0..63; vector k covers values 32k .. 32k + 31) and the −32 comes in through the bsums.
+__m256i q6_k_sumi(const Q6Unpacked& u, const BlockQ8_K& y) {
+  __m256i acc = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.bsums)),
+                                  u.offset_scale);
+  for (int k = 0; k < 8; ++k) {
+    const __m256i p = _mm256_maddubs_epi16(u.q[k], load32(y.qs + 32 * k));
+    acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, u.scale[k]));
+  }
+  return acc;
 }
 
 void avx2_q6_k(int64_t n, const void* w, const void* x, size_t x_stride, int n_tokens, float* out,
                size_t out_stride) {
   const auto* wb = static_cast<const BlockQ6_K*>(w);
-  for (int t = 0; t < n_tokens; ++t) {
-    const auto* yb =
-        reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride);
-    float sum = 0.0f;
-    for (int64_t b = 0; b < n / 256; ++b) {
-      const int sumi = q6_k_sumi(wb[b], yb[b]) - 32 * q6_offset_term(wb[b], yb[b]);
-      sum += _cvtsh_ss(wb[b].d) * yb[b].d * static_cast<float>(sumi);
+  for (int t0 = 0; t0 < n_tokens; t0 += kTile) {
+    const int nt = std::min(kTile, n_tokens - t0);
+    const BlockQ8_K* yb[kTile];
+    __m256 acc[kTile];
+    for (int i = 0; i < nt; ++i) {
+      yb[i] =
+          reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + (t0 + i) * x_stride);
+      acc[i] = _mm256_setzero_ps();
     }
-    out[t * out_stride] = sum;
+    for (int64_t b = 0; b < n / 256; ++b) {
+      Q6Unpacked u;
+      unpack_q6(wb[b], u);
+      const float d = _cvtsh_ss(wb[b].d);
+      for (int i = 0; i < nt; ++i) {
+        const BlockQ8_K& y = yb[i][b];
+        acc[i] =
+            _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(q6_k_sumi(u, y)), acc[i]);
+      }
+    }
+    for (int i = 0; i < nt; ++i) out[(t0 + i) * out_stride] = hsum(acc[i]);
   }
 }
 

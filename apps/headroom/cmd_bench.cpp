@@ -127,6 +127,9 @@ void add_bench(CLI::App& app, int& exit_code) {
       if (depth == 0) return {};
       return e.eval(0, random_ids(depth), 0, false, false, logits);
     };
+    // Warm-up, untimed (as llama-bench): the first pass faults the weights into memory.
+    if (auto s = fill(std::min(std::max(o->n_prompt, 1), e.n_ctx())); !s.ok())
+      return fail(s.error().message());
     const auto layers = model::kv_layers(spec);
     nlohmann::json results = nlohmann::json::array();
     for (int depth : depths) {

@@ -1,6 +1,6 @@
 // Dot kernels of the K-quant super-block types (Q4_K, Q5_K, Q6_K) against Q8_K activations, at
 // the portable scalar level and with AVX2. AVX-512 machines use the AVX2 kernels (dot_kernel()
-// steps down). IQ4_XS has no kernel yet: matmul dequantizes its rows.
+// steps down). IQ4_XS (non-linear 4-bit levels) has the same partner and sub-block scales.
 //
 // Each weight super-block is unpacked once for a tile of up to 4 tokens; every token keeps its own
 // accumulators, updated in the same order whatever the tile, so its result never depends on the
@@ -20,6 +20,7 @@
 namespace kernels::cpu::detail {
 namespace {
 
+using tensor::BlockIQ4_XS;
 using tensor::BlockQ4_K;
 using tensor::BlockQ5_K;
 using tensor::BlockQ6_K;
@@ -133,6 +134,38 @@ void scalar_q6_k(int64_t n, const void* w, const void* x, size_t x_stride, int n
         sumi += wb[b].scales[s] * dot;
       }
       sumi -= 32 * q6_offset_term(wb[b], yb[b]);
+      sum += f16_to_f32(wb[b].d) * yb[b].d * static_cast<float>(sumi);
+    }
+    out[t * out_stride] = sum;
+  }
+}
+
+// The signed scale (ls − 32) of sub-block `sub` of an IQ4_XS super-block.
+int iq4_xs_scale(const BlockIQ4_XS& b, int sub) {
+  const int low = (b.scales_l[sub / 2] >> (4 * (sub % 2))) & 0x0F;
+  const int high = (b.scales_h >> (2 * sub)) & 3;
+  return (low | high << 4) - 32;
+}
+
+void scalar_iq4_xs(int64_t n, const void* w, const void* x, size_t x_stride, int n_tokens,
+                   float* out, size_t out_stride) {
+  const auto* wb = static_cast<const BlockIQ4_XS*>(w);
+  for (int t = 0; t < n_tokens; ++t) {
+    const auto* yb =
+        reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / 256; ++b) {
+      int sumi = 0;
+      for (int sub = 0; sub < 8; ++sub) {
+        const uint8_t* qs = wb[b].qs + 16 * sub;
+        const int8_t* y = yb[b].qs + 32 * sub;
+        int dot = 0;
+        for (int j = 0; j < 16; ++j) {
+          dot += tensor::kIq4NlLevels[qs[j] & 0x0F] * y[j] +
+                 tensor::kIq4NlLevels[qs[j] >> 4] * y[j + 16];
+        }
+        sumi += iq4_xs_scale(wb[b], sub) * dot;
+      }
       sum += f16_to_f32(wb[b].d) * yb[b].d * static_cast<float>(sumi);
     }
     out[t * out_stride] = sum;
@@ -309,6 +342,59 @@ void avx2_q6_k(int64_t n, const void* w, const void* x, size_t x_stride, int n_t
   }
 }
 
+// IQ4_XS: each sub-block's nibbles looked up in the 16-level table (a byte shuffle), then a signed
+// 8-bit dot product scaled by the sub-block's signed scale. Unpacked once per token tile.
+struct Iq4Unpacked {
+  __m256i q[8];
+  __m256i scale[8];
+};
+
+void unpack_iq4_xs(const BlockIQ4_XS& b, Iq4Unpacked& u) {
+  const __m256i levels = _mm256_broadcastsi128_si256(
+      _mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::kIq4NlLevels)));
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int sub = 0; sub < 8; ++sub) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16 * sub));
+    const __m256i nibbles =
+        _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(packed, 4), packed), low4);
+    u.q[sub] = _mm256_shuffle_epi8(levels, nibbles);
+    u.scale[sub] = _mm256_set1_epi16(static_cast<int16_t>(iq4_xs_scale(b, sub)));
+  }
+}
+
+void avx2_iq4_xs(int64_t n, const void* w, const void* x, size_t x_stride, int n_tokens, float* out,
+                 size_t out_stride) {
+  const auto* wb = static_cast<const BlockIQ4_XS*>(w);
+  for (int t0 = 0; t0 < n_tokens; t0 += kTile) {
+    const int nt = std::min(kTile, n_tokens - t0);
+    const BlockQ8_K* yb[kTile];
+    __m256 acc[kTile];
+    for (int i = 0; i < nt; ++i) {
+      yb[i] =
+          reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + (t0 + i) * x_stride);
+      acc[i] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < n / 256; ++b) {
+      Iq4Unpacked u;
+      unpack_iq4_xs(wb[b], u);
+      const float d = _cvtsh_ss(wb[b].d);
+      for (int i = 0; i < nt; ++i) {
+        const BlockQ8_K& y = yb[i][b];
+        __m256i sumi = _mm256_setzero_si256();
+        for (int sub = 0; sub < 8; ++sub) {
+          // Sign trick: |w| × (y with w's sign), an unsigned × signed byte product.
+          const __m256i yv = load32(y.qs + 32 * sub);
+          const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(u.q[sub], u.q[sub]),
+                                                 _mm256_sign_epi8(yv, u.q[sub]));
+          sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, u.scale[sub]));
+        }
+        acc[i] = _mm256_fmadd_ps(_mm256_set1_ps(d * y.d), _mm256_cvtepi32_ps(sumi), acc[i]);
+      }
+    }
+    for (int i = 0; i < nt; ++i) out[(t0 + i) * out_stride] = hsum(acc[i]);
+  }
+}
+
 #pragma GCC pop_options
 #endif
 
@@ -323,6 +409,8 @@ DotKernel dot_kernel_kquant(DType weight, Isa isa) {
         return {DType::kQ8_K, to_q8_k, scalar_q45_k<BlockQ5_K>};
       case DType::kQ6_K:
         return {DType::kQ8_K, to_q8_k, scalar_q6_k};
+      case DType::kIQ4_XS:
+        return {DType::kQ8_K, to_q8_k, scalar_iq4_xs};
       default:
         return {};
     }
@@ -336,6 +424,8 @@ DotKernel dot_kernel_kquant(DType weight, Isa isa) {
         return {DType::kQ8_K, to_q8_k, avx2_q45_k<true, BlockQ5_K>};
       case DType::kQ6_K:
         return {DType::kQ8_K, to_q8_k, avx2_q6_k};
+      case DType::kIQ4_XS:
+        return {DType::kQ8_K, to_q8_k, avx2_iq4_xs};
       default:
         return {};
     }

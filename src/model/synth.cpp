@@ -281,7 +281,9 @@ void write_builtin_vocab(gguf::Writer& w, int n_vocab) {
   std::vector<std::string> pieces = {space};
   for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(std::string(1, c));
   for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(space + c);
-  for (const char* word : {"the", "and", "was", "to", "a", "he", "she", "it", "in", "of", "day", "said", "time",
+  // Every piece distinct ("▁a" already came from the letters): tools index tokens by text and
+  // reject a vocabulary with duplicates (llama.cpp asserts on it).
+  for (const char* word : {"the", "and", "was", "to", "he", "she", "it", "in", "of", "day", "said", "time",
                            "once", "upon", "there", "little", "big", "play", "happy"}) {
     pieces.push_back(space + word);
   }

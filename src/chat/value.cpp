@@ -108,7 +108,7 @@ std::string UndefinedData::message() const {
   if (!hint.empty()) return hint;
   if (owner_type.empty()) return fmt::format("'{}' is undefined", name);
   if (name_is_item) return fmt::format("'{}' has no element {}", owner_type, name);
-  return fmt::format("'{}' has no attribute '{}'", owner_type, name);
+  return fmt::format("'{}' has no attribute {}", owner_type, repr_string(name));
 }
 
 const Value* DictData::find(const Value& key) const {

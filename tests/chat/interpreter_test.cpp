@@ -102,6 +102,9 @@ TEST(ChatInterpreter, UndefinedBehavesLikeJinjaDefaultUndefined) {
             "ERROR: chat template: line 1, column 4: 'missing' is undefined");
   EXPECT_EQ(render("\n  {{ x.items() }}", {{"x", "text"}}),
             "ERROR: chat template: line 2, column 6: 'str object' has no attribute 'items'");
+  EXPECT_EQ(
+      render(R"({{ 'x'['line\nbreak']() }})"),  // errors stay on one line
+      R"(ERROR: chat template: line 1, column 4: 'str object' has no attribute 'line\nbreak')");
   EXPECT_EQ(render("{{ missing + 1 }}"),
             "ERROR: chat template: line 1, column 4: 'missing' is undefined");
 }
@@ -206,7 +209,7 @@ TEST(ChatInterpreter, DeeplyNestedDataIsBoundedNotFatal) {
   EXPECT_EQ(out, "1[[[[[[");
   // Passed in: refused with a one-line error.
   ordered_json deep = ordered_json::array();
-  for (int i = 0; i < 10000; ++i) deep = ordered_json::array({deep});
+  for (int i = 0; i < 600; ++i) deep = ordered_json::array({deep});  // past the 500 limit
   EXPECT_EQ(render("{{ x }}", {{"x", deep}}),
             "ERROR: chat template: variable 'x': data nested deeper than 500 levels");
 }

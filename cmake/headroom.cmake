@@ -1,11 +1,29 @@
 # Build helpers shared by every module: warnings, sanitizers, module and test declarations.
 
 function(headroom_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wshadow=local -Wno-missing-field-initializers)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
+  # The fuzz build uses clang, which spells GCC's -Wshadow=local differently.
+  if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    target_compile_options(${target} PRIVATE -Wshadow-uncaptured-local)
+  else()
+    target_compile_options(${target} PRIVATE -Wshadow=local)
+  endif()
   if(HEADROOM_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
 endfunction()
+
+# Fuzzing instruments every library for coverage and ASan + UBSan; only the fuzz targets link
+# libFuzzer's main (fuzz/CMakeLists.txt).
+if(HEADROOM_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "HEADROOM_FUZZ needs clang: configure a separate build directory with "
+                        "CC=clang CXX=clang++ (scripts/fuzz.sh does)")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer -g)
+  add_link_options(-fsanitize=address,undefined)
+endif()
 
 if(HEADROOM_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)

@@ -3,6 +3,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tokenizer/tokenizer.h"
+
 namespace cli {
 
 // Exit codes shared by every subcommand.
@@ -12,6 +14,14 @@ constexpr int kExitBadInput = 2;  // bad file, bad argument, request that cannot
 
 // Each add_* registers a subcommand; when it runs, it stores its exit code in `exit_code`.
 void add_inspect(CLI::App& app, int& exit_code);
+void add_synth(CLI::App& app, int& exit_code);
+void add_logits(CLI::App& app, int& exit_code);
+void add_tokenize(CLI::App& app, int& exit_code);
+void add_detokenize(CLI::App& app, int& exit_code);
+void add_plan(CLI::App& app, int& exit_code);
+
+// The tokenizer of a GGUF file (tokenize, detokenize); the error names the file and the problem.
+util::Result<tokenizer::Tokenizer> load_tokenizer(const std::string& path);
 
 // The model used when a command gets no -m: the shipped stories260K.
 std::string default_model_path();

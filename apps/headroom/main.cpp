@@ -9,6 +9,11 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "headroom 0.1.0");
   int exit_code = cli::kExitOk;
   cli::add_inspect(app, exit_code);
+  cli::add_synth(app, exit_code);
+  cli::add_logits(app, exit_code);
+  cli::add_tokenize(app, exit_code);
+  cli::add_detokenize(app, exit_code);
+  cli::add_plan(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,6 +1,7 @@
 // GGUF file-format facts: metadata value types and the tensor type table (ids, block sizes).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -88,5 +89,8 @@ double bits_per_weight(TensorType type);
 constexpr uint32_t kMagic = 0x46554747;  // "GGUF" read as little-endian u32
 constexpr uint64_t kDefaultAlignment = 32;
 constexpr int kMaxDims = 4;
+// ggml's limit (GGML_MAX_NAME - 1): ggml-based tools refuse longer tensor names, so the reader
+// refuses them and the writer never writes them.
+constexpr size_t kMaxTensorName = 63;
 
 }  // namespace gguf

@@ -15,8 +15,6 @@ using util::Status;
 
 namespace {
 
-constexpr size_t kMaxTensorName = 63;  // ggml's limit (GGML_MAX_NAME - 1): other tools refuse longer
-
 template <class T>
 std::vector<uint8_t> to_bytes(const T& v) {
   std::vector<uint8_t> out(sizeof(T));

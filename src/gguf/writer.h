@@ -37,6 +37,9 @@ struct MetaValue {
   static MetaValue array_strings(std::vector<std::string> v);
   // A deep copy of a parsed value, preserving its exact type.
   static MetaValue from(const Value& value);
+
+  // Same type and same bytes (floats compare as stored, so NaN equals itself).
+  bool operator==(const MetaValue&) const = default;
 };
 
 // Fills the tensor's bytes (exactly its byte size) in place in the output.

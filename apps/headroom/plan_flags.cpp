@@ -1,0 +1,107 @@
+// Shared planning flags: open the model (or synthesize its header), detect devices, plan.
+#include "plan_flags.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "commands.h"
+#include "model/synth.h"
+#include "util/log.h"
+#include "util/units.h"
+
+namespace cli {
+
+void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_slots) {
+  f.slots = default_slots;
+  cmd->add_option("-m,--model", f.model, "GGUF model (default: the shipped stories260K)");
+  if (with_shape) {
+    cmd->add_option("--shape", f.shape, "Plan a model shape without a file, e.g. gemma4-e2b, gemma4-26b-a4b, llama-8b");
+    cmd->add_option("--quant", f.quant, "Weight type for --shape: f16, q8_0, q4_k_m, … (default q4_k_m)");
+  }
+  cmd->add_option("-c,--ctx", f.ctx, "Context length in tokens (default: the model's, at most 4096)");
+  cmd->add_option("--kv-type-k", f.kv_type_k, "KV cache type for K: f16, f32, q8_0, q4_0")->capture_default_str();
+  cmd->add_option("--kv-type-v", f.kv_type_v, "KV cache type for V: f16, f32, q8_0, q4_0")->capture_default_str();
+  cmd->add_option("--slots", f.slots, "Sequences held at once (parallel requests)")->capture_default_str();
+  cmd->add_option("--ubatch", f.ubatch, "Micro-batch size in tokens (prefill chunk)")->capture_default_str();
+  cmd->add_option("--cpu-mem", f.cpu_mem, "RAM budget, e.g. 8G (default: available RAM minus a margin)");
+  cmd->add_option("--gpu-mem", f.gpu_mem, "GPU memory budget, e.g. 6G (default: the driver's free memory)");
+  cmd->add_option("--assume-gpu", f.assume_gpu, "Plan for a GPU that is not here: MEM[@GB/s], e.g. 8G@300");
+  cmd->add_option("--cpu-layers", f.cpu_layers, "With a GPU: keep the first N layers on the CPU");
+  cmd->add_flag("--ple-on-host", f.ple_on_host, "With a GPU: keep Gemma 4's per-layer embedding table on the host");
+  cmd->add_flag("--experts-on-host", f.experts_on_host, "With a GPU: keep MoE expert weights on the host");
+  cmd->add_flag("--fit", f.fit, "If the request does not fit, apply the fastest change that does (and say so)");
+  cmd->add_option("-t,--threads", f.threads, "CPU threads (default: physical cores)");
+}
+
+namespace {
+
+util::Result<tensor::DType> kv_type(const std::string& name, const char* flag) {
+  auto t = gguf::tensor_type_from_name(name);
+  if (!t || !kv::is_cache_type(*t)) {
+    return util::errorf("{} '{}': use f16, f32, q8_0 or q4_0", flag, name);
+  }
+  return *t;
+}
+
+// --shape ARCH-NAME: the header of a synthetic model, written sparse (no weight bytes) to a
+// temporary file so the plan reads exactly what a real file of that shape would hold.
+util::Result<std::shared_ptr<gguf::File>> open_shape(const std::string& shape, const std::string& quant) {
+  const auto dash = shape.find('-');
+  if (dash == std::string::npos) {
+    return util::errorf("--shape '{}': write ARCH-SHAPE, e.g. gemma4-e2b or llama-8b", shape);
+  }
+  model::SynthOptions o{.arch = shape.substr(0, dash), .shape = shape.substr(dash + 1),
+                        .type = quant.empty() ? "q4_k_m" : quant, .no_weights = true};
+  HR_ASSIGN_OR_RETURN(gguf::Writer w, model::synth_writer(o));
+  const auto path = std::filesystem::temp_directory_path() / fmt::format("headroom-shape-{}.gguf", ::getpid());
+  HR_TRY(w.write(path.string()));
+  auto file = gguf::File::open(path.string());
+  std::filesystem::remove(path);  // the mapping stays valid after the name is gone
+  if (!file) return std::move(file).error();
+  return std::make_shared<gguf::File>(std::move(*file));
+}
+
+}  // namespace
+
+util::Result<PlannedModel> plan_model(const PlanFlags& f) {
+  PlannedModel m;
+  if (!f.shape.empty()) {
+    HR_ASSIGN_OR_RETURN(m.file, open_shape(f.shape, f.quant));
+    m.source = fmt::format("shape {} ({})", f.shape, f.quant.empty() ? "q4_k_m" : f.quant);
+  } else {
+    m.source = f.model.empty() ? default_model_path() : f.model;
+    HR_ASSIGN_OR_RETURN(gguf::File file, gguf::File::open(m.source));
+    m.file = std::make_shared<gguf::File>(std::move(file));
+  }
+  HR_ASSIGN_OR_RETURN(m.spec, model::spec_from_gguf(*m.file));
+
+  plan::DeviceOptions d;
+  if (!f.cpu_mem.empty()) {
+    HR_ASSIGN_OR_RETURN(d.cpu_mem, util::parse_bytes(f.cpu_mem));
+  }
+  if (!f.gpu_mem.empty()) {
+    HR_ASSIGN_OR_RETURN(d.gpu_mem, util::parse_bytes(f.gpu_mem));
+  }
+  d.assume_gpu = f.assume_gpu;
+  d.threads = f.threads;
+  HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(d));
+  if (!f.gpu_mem.empty() && devices.size() < 2) {
+    util::log_warn("--gpu-mem {}: no GPU is present, so the budget is not used (plan a what-if with --assume-gpu)",
+                   f.gpu_mem);
+  }
+
+  plan::Request r;
+  r.n_ctx = f.ctx > 0 ? f.ctx : std::min(m.spec.n_ctx_train, 4096);
+  HR_ASSIGN_OR_RETURN(r.k_type, kv_type(f.kv_type_k, "--kv-type-k"));
+  HR_ASSIGN_OR_RETURN(r.v_type, kv_type(f.kv_type_v, "--kv-type-v"));
+  r.n_slots = f.slots;
+  r.n_ubatch = f.ubatch;
+  r.n_cpu_layers = f.cpu_layers;
+  r.ple_on_host = f.ple_on_host;
+  r.experts_on_host = f.experts_on_host;
+  HR_ASSIGN_OR_RETURN(m.plan, plan::plan_with_fit({*m.file, m.spec, devices}, r, f.fit));
+  return m;
+}
+
+}  // namespace cli

@@ -1,0 +1,43 @@
+// The planning flags shared by plan, run, chat and serve, and the plan they produce.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "gguf/file.h"
+#include "model/spec.h"
+#include "plan/planner.h"
+
+namespace cli {
+
+struct PlanFlags {
+  std::string model;              // -m FILE
+  std::string shape, quant;       // --shape gemma4-e2b --quant q4_k_m (plan command only)
+  int ctx = 0;                    // 0: the model's training context, capped at 4096
+  std::string kv_type_k = "f16", kv_type_v = "f16";
+  int slots = 1;
+  int ubatch = 512;
+  std::string gpu_mem, cpu_mem, assume_gpu;
+  int cpu_layers = 0;
+  bool ple_on_host = false, experts_on_host = false;
+  bool fit = false;
+  int threads = 0;
+};
+
+// Registers the flags on `cmd`. `with_shape` adds --shape/--quant (plans without a file).
+void add_plan_flags(CLI::App* cmd, PlanFlags& flags, bool with_shape, int default_slots = 1);
+
+// An opened model with its spec: from -m (or the default model) or from --shape/--quant.
+struct PlannedModel {
+  std::shared_ptr<gguf::File> file;
+  model::Spec spec;
+  std::string source;
+  plan::Plan plan;
+};
+
+// Opens the model and plans the request (applying --fit if asked). Errors are one line.
+util::Result<PlannedModel> plan_model(const PlanFlags& flags);
+
+}  // namespace cli

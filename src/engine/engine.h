@@ -1,0 +1,86 @@
+// engine::Engine — a model loaded exactly as its Plan says, with its KV cache and backend, ready
+// to evaluate tokens; it can prove its allocations against the plan (verify()).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/file.h"
+#include "kernels/ops.h"
+#include "kv/cache.h"
+#include "model/model.h"
+#include "model/spec.h"
+#include "plan/planner.h"
+#include "util/result.h"
+
+namespace engine {
+
+struct EngineOptions {
+  std::string model_path;
+  int n_ctx = 0;        // 0: the model's training context, capped at 4096
+  int n_ubatch = 512;   // micro-batch size for prefill
+  int n_slots = 1;      // sequences held at once
+  tensor::DType k_type = tensor::DType::kF16;
+  tensor::DType v_type = tensor::DType::kF16;
+  bool fit = false;     // apply the fastest alternative when the request does not fit
+  plan::DeviceOptions devices{.probe = false};
+};
+
+// Plan vs. reality for one class of memory.
+struct MemoryCheck {
+  std::string name;
+  uint64_t planned = 0;
+  uint64_t allocated = 0;  // what the allocators hold for it
+  uint64_t resident = 0;   // of that, pages in RAM now (mincore)
+};
+
+struct Verification {
+  std::vector<MemoryCheck> classes;
+  uint64_t planned_total = 0;
+  uint64_t allocated_total = 0;
+  uint64_t rss_before_load = 0;
+  uint64_t rss_now = 0;
+  uint64_t rss_growth() const { return rss_now > rss_before_load ? rss_now - rss_before_load : 0; }
+  std::string format() const;
+};
+
+class Engine {
+ public:
+  // Opens the model, plans the request, refuses (with the plan's alternatives) if it does not
+  // fit, and allocates exactly the plan.
+  static util::Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
+  static util::Result<std::unique_ptr<Engine>> create(std::shared_ptr<gguf::File> file, model::Spec spec,
+                                                      plan::Plan plan);
+
+  const model::Spec& spec() const { return spec_; }
+  const gguf::File& file() const { return *file_; }
+  const plan::Plan& plan() const { return plan_; }
+  kv::Cache& cache() { return cache_; }
+  model::Model& model() { return *model_; }
+  int n_ctx() const { return cache_.config().n_ctx; }
+  int n_ubatch() const { return plan_.request.n_ubatch; }
+  int n_slots() const { return cache_.config().n_slots; }
+
+  // Evaluates `ids` for `slot` at positions n_past.. in micro-batches (or one token at a time
+  // when `one_by_one`). Writes the last position's logits to `logits` [n_vocab], or every
+  // position's ([ids.size()][n_vocab]) when `all_logits`.
+  util::Status eval(int slot, std::span<const int32_t> ids, int n_past, bool all_logits, bool one_by_one,
+                    std::vector<float>& logits);
+
+  // Compares what the allocators hold, and which of it is resident, with the plan, per class.
+  Verification verify() const;
+
+ private:
+  Engine() = default;
+  std::shared_ptr<gguf::File> file_;
+  model::Spec spec_;
+  plan::Plan plan_;
+  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<model::Model> model_;
+  kv::Cache cache_;
+  uint64_t rss_before_load_ = 0;
+};
+
+}  // namespace engine

@@ -1,0 +1,70 @@
+// engine::Scheduler — continuous batching: every running sequence advances in one batched
+// forward per step; new requests join between steps; long prompts are prefilled in chunks.
+//
+// As in vLLM there is no prefill or decode mode: a sequence has n_computed tokens in the KV
+// cache and a target; each step lets n_computed catch up within a token budget, decodes first.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/engine.h"
+#include "engine/request.h"
+
+namespace engine {
+
+struct SchedulerOptions {
+  int max_queue = 64;   // requests waiting for a slot beyond this are refused
+};
+
+// Why submit() refused a request; the server maps these to HTTP statuses.
+enum class Refusal { kNone, kContextExceeded, kQueueFull, kInvalid };
+
+struct SubmitResult {
+  int id = -1;
+  Refusal refusal = Refusal::kNone;
+  std::string message;  // one line, when refused
+};
+
+struct StepStats {
+  int n_tokens = 0;     // tokens evaluated in the step
+  int n_sequences = 0;
+  int n_prefill_tokens = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(Engine& engine, SchedulerOptions options = {});
+  ~Scheduler();
+
+  SubmitResult submit(Request request);
+  // Ends a request at the next step boundary and frees its KV cache at once.
+  void cancel(int id);
+  bool idle() const { return running_.empty() && waiting_.empty(); }
+  int n_running() const { return static_cast<int>(running_.size()); }
+  int n_waiting() const { return static_cast<int>(waiting_.size()); }
+
+  // Admits what fits, runs one batched forward, samples, finishes what is done.
+  util::Result<StepStats> step();
+
+ private:
+  struct Sequence;
+  void admit();
+  void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
+
+  Engine& engine_;
+  SchedulerOptions options_;
+  int next_id_ = 0;
+  std::deque<std::unique_ptr<Sequence>> waiting_;
+  std::vector<std::unique_ptr<Sequence>> running_;
+  std::vector<int> free_slots_;
+  // Batch assembly buffers, sized once to the micro-batch (no allocation per step).
+  std::vector<int32_t> batch_tokens_, batch_pos_, batch_slot_;
+  std::vector<uint8_t> batch_output_;
+  std::vector<Sequence*> batch_owner_;  // sequence whose logits row this output is
+  std::vector<float> logits_;
+};
+
+}  // namespace engine

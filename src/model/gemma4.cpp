@@ -1,0 +1,366 @@
+// The Gemma 4 forward pass (spec §2): sliding and full attention with per-head norms, KV sharing,
+// per-layer embeddings, GeGLU FFN with optional MoE, layer scalars and a final logit softcap.
+#include "model/gemma4.h"
+
+#include <cmath>
+
+#include "model/llama.h"
+#include "model/scratch.h"
+
+namespace model {
+namespace {
+
+struct MoeWeights {
+  kernels::Matrix router;          // [n_expert] × [H]          ffn_gate_inp
+  const float* router_scale;       // [H]                       ffn_gate_inp.scale
+  const float* pre_norm_2;         // [H]                       pre_ffw_norm_2
+  const float* post_norm_1;        // [H]                       post_ffw_norm_1
+  const float* post_norm_2;        // [H]                       post_ffw_norm_2
+  kernels::Matrix gate_up;         // [n_expert·2F] × [H]       gate rows then up rows per expert
+  kernels::Matrix gate, up;        // [n_expert·F] × [H] each   (unfused files)
+  bool fused = true;
+  kernels::Matrix down;            // [n_expert·H] × [F]
+  const float* expert_scale;       // [n_expert] or null        ffn_down_exps.scale
+};
+
+struct LayerWeights {
+  const float* attn_norm;          // [H]
+  kernels::Matrix wq;              // [nh·hd] × [H]
+  const float* q_norm;             // [hd]
+  kernels::Matrix wk, wv;          // [nkv·hd] × [H]  (KV-owning layers; wv absent when V = raw K)
+  const float* k_norm;             // [hd]
+  kernels::Matrix wo;              // [H] × [nh·hd]
+  const float* post_attn_norm;     // [H]
+  const float* ffn_norm;           // [H]
+  kernels::Matrix w_gate, w_up;    // [n_ff] × [H]
+  kernels::Matrix w_down;          // [H] × [n_ff]
+  const float* post_ffw_norm;      // [H]
+  float output_scale = 1.0f;       // layer_output_scale (one float for the whole layer)
+  kernels::Matrix ple_gate;        // [P] × [H]   inp_gate
+  kernels::Matrix ple_proj;        // [H] × [P]   proj
+  const float* ple_post_norm;      // [H]         post_norm
+  MoeWeights moe;
+};
+
+// Activations for up to B tokens.
+struct Scratch {
+  float *x, *xb, *xb2;             // [B][H]
+  float *q, *att;                  // [B][max nh·hd]
+  float *k, *v;                    // [B][max nkv·hd]
+  float *hb, *hb2;                 // [B][max n_ff]
+  float *ple, *ple_tmp;            // [B][L·P] per-layer inputs (layer l at column l·P)
+  float *ple_a, *ple_b;            // [B][P]
+  float *moe_in, *moe_out, *moe_acc, *moe_rows_in, *moe_rows_out;  // [B][H]
+  float *router_logits;            // [B][n_expert]
+  float *expert_gu;                // [B][2F]
+  float *expert_h;                 // [B][F]
+  int32_t* expert_ids;             // [B][k]
+  float* expert_weights;           // [B][k]
+  int32_t* expert_rows;            // [B]
+  kernels::KvWrite* kv_dst;        // [B]
+  const kernels::KvSpan** kv_span; // [B]
+  int32_t* out_rows;               // [B]
+
+  template <class Carver>
+  static Scratch lay_out(Carver& c, const Spec& s, int B) {
+    size_t q_dim = 0, kv_dim = 0, n_ff = 0, n_expert = 1, k = 1, f_exp = 1;
+    for (const auto& l : s.layers) {
+      q_dim = std::max<size_t>(q_dim, l.q_dim());
+      kv_dim = std::max<size_t>(kv_dim, l.kv_dim());
+      n_ff = std::max<size_t>(n_ff, l.n_ff);
+      n_expert = std::max<size_t>(n_expert, l.n_expert);
+      k = std::max<size_t>(k, l.n_expert_used);
+      f_exp = std::max<size_t>(f_exp, l.n_ff_exp);
+    }
+    const bool moe = n_expert > 1;
+    const size_t b = B, h = s.n_embd, p = s.n_embd_per_layer, lp = p * s.n_layer;
+    Scratch r{};
+    r.x = c.floats(b * h);
+    r.xb = c.floats(b * h);
+    r.xb2 = c.floats(b * h);
+    r.q = c.floats(b * q_dim);
+    r.att = c.floats(b * q_dim);
+    r.k = c.floats(b * kv_dim);
+    r.v = c.floats(b * kv_dim);
+    r.hb = c.floats(b * n_ff);
+    r.hb2 = c.floats(b * n_ff);
+    r.ple = c.floats(b * lp);
+    r.ple_tmp = c.floats(b * lp);
+    r.ple_a = c.floats(b * p);
+    r.ple_b = c.floats(b * p);
+    const size_t moe_b = moe ? b : 0;
+    r.moe_in = c.floats(moe_b * h);
+    r.moe_out = c.floats(moe_b * h);
+    r.moe_acc = c.floats(moe_b * h);
+    r.moe_rows_in = c.floats(moe_b * h);
+    r.moe_rows_out = c.floats(moe_b * h);
+    r.router_logits = c.floats(moe_b * n_expert);
+    r.expert_gu = c.floats(moe_b * 2 * f_exp);
+    r.expert_h = c.floats(moe_b * f_exp);
+    r.expert_ids = c.template array<int32_t>(moe_b * k);
+    r.expert_weights = c.floats(moe_b * k);
+    r.expert_rows = c.template array<int32_t>(moe_b);
+    r.kv_dst = c.template array<kernels::KvWrite>(b);
+    r.kv_span = c.template array<const kernels::KvSpan*>(b);
+    r.out_rows = c.template array<int32_t>(b);
+    return r;
+  }
+};
+
+class Gemma4 final : public Model {
+ public:
+  Gemma4(Spec spec, kernels::Backend& ops, int max_batch) : spec_(std::move(spec)), ops_(ops), max_batch_(max_batch) {}
+
+  util::Status bind(const gguf::File& file, TensorPlacer* placer);
+  const Spec& spec() const override { return spec_; }
+  int max_batch() const override { return max_batch_; }
+  size_t workspace_bytes() const override { return buffer_.size(); }
+  util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) override;
+
+ private:
+  void per_layer_inputs(const Batch& batch);
+  void attention(const LayerSpec& l, const LayerWeights& w, const Batch& batch, kv::Cache& cache);
+  void ffn_dense(const LayerSpec& l, const LayerWeights& w, int T);
+  void ffn_moe(const LayerSpec& l, const MoeWeights& w, int T);
+  void inject_ple(const LayerWeights& w, int il, int T);
+
+  Spec spec_;
+  kernels::Backend& ops_;
+  int max_batch_;
+  kernels::Matrix token_embd_, output_;
+  const float* output_norm_ = nullptr;
+  kernels::Matrix ple_table_;       // [V] × [L·P]  per_layer_token_embd (gathered by row)
+  kernels::Matrix ple_model_proj_;  // [L·P] × [H]  per_layer_model_proj
+  const float* ple_proj_norm_ = nullptr;  // [P]
+  std::vector<LayerWeights> layers_;
+  util::AlignedBuffer buffer_;
+  Scratch s_{};
+};
+
+util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* placer) {
+  Binder b(file, placer);
+  const int64_t H = spec_.n_embd, V = spec_.n_vocab, P = spec_.n_embd_per_layer, L = spec_.n_layer;
+  HR_ASSIGN_OR_RETURN(token_embd_, b.matrix("token_embd.weight", H, V));
+  HR_ASSIGN_OR_RETURN(output_norm_, b.vector("output_norm.weight", H));
+  output_ = token_embd_;  // tied (§2.4) unless the file carries its own output matrix
+  if (auto out = b.optional_matrix("output.weight", H, V)) {
+    HR_ASSIGN_OR_RETURN(output_, std::move(*out));
+  }
+  if (P > 0) {
+    HR_ASSIGN_OR_RETURN(ple_table_, b.matrix("per_layer_token_embd.weight", L * P, V));
+    HR_ASSIGN_OR_RETURN(ple_model_proj_, b.matrix("per_layer_model_proj.weight", H, L * P));
+    HR_ASSIGN_OR_RETURN(ple_proj_norm_, b.vector("per_layer_proj_norm.weight", P));
+  }
+  for (const auto& l : spec_.layers) {
+    auto name = [&](std::string_view s) { return Binder::layer_name(l.il, s); };
+    LayerWeights w{};
+    HR_ASSIGN_OR_RETURN(w.attn_norm, b.vector(name("attn_norm.weight"), H));
+    HR_ASSIGN_OR_RETURN(w.wq, b.matrix(name("attn_q.weight"), H, l.q_dim()));
+    HR_ASSIGN_OR_RETURN(w.q_norm, b.vector(name("attn_q_norm.weight"), l.head_dim));
+    // KV-shared layers never use attn_k/attn_v/attn_k_norm, whether or not the file has them (§3.3a).
+    if (l.owns_kv()) {
+      HR_ASSIGN_OR_RETURN(w.wk, b.matrix(name("attn_k.weight"), H, l.kv_dim()));
+      if (l.has_v_proj) {
+        HR_ASSIGN_OR_RETURN(w.wv, b.matrix(name("attn_v.weight"), H, l.kv_dim()));
+      }
+      HR_ASSIGN_OR_RETURN(w.k_norm, b.vector(name("attn_k_norm.weight"), l.head_dim));
+    }
+    HR_ASSIGN_OR_RETURN(w.wo, b.matrix(name("attn_output.weight"), l.q_dim(), H));
+    HR_ASSIGN_OR_RETURN(w.post_attn_norm, b.vector(name("post_attention_norm.weight"), H));
+    HR_ASSIGN_OR_RETURN(w.ffn_norm, b.vector(name("ffn_norm.weight"), H));
+    HR_ASSIGN_OR_RETURN(w.w_gate, b.matrix(name("ffn_gate.weight"), H, l.n_ff));
+    HR_ASSIGN_OR_RETURN(w.w_up, b.matrix(name("ffn_up.weight"), H, l.n_ff));
+    HR_ASSIGN_OR_RETURN(w.w_down, b.matrix(name("ffn_down.weight"), l.n_ff, H));
+    HR_ASSIGN_OR_RETURN(w.post_ffw_norm, b.vector(name("post_ffw_norm.weight"), H));
+    if (auto scale = b.optional_vector(name("layer_output_scale.weight"), 1)) {
+      HR_ASSIGN_OR_RETURN(const float* s, std::move(*scale));
+      w.output_scale = *s;  // read once on the host: it multiplies the whole residual stream
+    }
+    if (P > 0) {
+      HR_ASSIGN_OR_RETURN(w.ple_gate, b.matrix(name("inp_gate.weight"), H, P));
+      HR_ASSIGN_OR_RETURN(w.ple_proj, b.matrix(name("proj.weight"), P, H));
+      HR_ASSIGN_OR_RETURN(w.ple_post_norm, b.vector(name("post_norm.weight"), H));
+    }
+    if (l.is_moe()) {
+      MoeWeights& m = w.moe;
+      const int64_t E = l.n_expert, F = l.n_ff_exp;
+      HR_ASSIGN_OR_RETURN(m.router, b.matrix(name("ffn_gate_inp.weight"), H, E));
+      HR_ASSIGN_OR_RETURN(m.router_scale, b.vector(name("ffn_gate_inp.scale"), H));
+      HR_ASSIGN_OR_RETURN(m.pre_norm_2, b.vector(name("pre_ffw_norm_2.weight"), H));
+      HR_ASSIGN_OR_RETURN(m.post_norm_1, b.vector(name("post_ffw_norm_1.weight"), H));
+      HR_ASSIGN_OR_RETURN(m.post_norm_2, b.vector(name("post_ffw_norm_2.weight"), H));
+      m.fused = b.has(name("ffn_gate_up_exps.weight"));
+      if (m.fused) {
+        HR_ASSIGN_OR_RETURN(m.gate_up, b.matrix(name("ffn_gate_up_exps.weight"), H, 2 * F, E));
+      } else {
+        HR_ASSIGN_OR_RETURN(m.gate, b.matrix(name("ffn_gate_exps.weight"), H, F, E));
+        HR_ASSIGN_OR_RETURN(m.up, b.matrix(name("ffn_up_exps.weight"), H, F, E));
+      }
+      HR_ASSIGN_OR_RETURN(m.down, b.matrix(name("ffn_down_exps.weight"), F, H, E));
+      m.expert_scale = nullptr;  // absent: every expert scale is 1 (§3.3b)
+      if (auto scale = b.optional_vector(name("ffn_down_exps.scale"), E)) {
+        HR_ASSIGN_OR_RETURN(m.expert_scale, std::move(*scale));
+      }
+    }
+    layers_.push_back(w);
+  }
+  ScratchCarver counter(nullptr);
+  Scratch::lay_out(counter, spec_, max_batch_);
+  buffer_ = util::AlignedBuffer(counter.bytes());
+  if (!buffer_.ok()) return util::errorf("model: cannot allocate {} bytes of activations", counter.bytes());
+  ScratchCarver carver(buffer_.data());
+  s_ = Scratch::lay_out(carver, spec_, max_batch_);
+  return {};
+}
+
+// §2.2: p_l = (RMSNorm(per_layer_model_proj·x0 / √H; proj_norm) + per_layer_token_embd[t]·√P) / √2
+void Gemma4::per_layer_inputs(const Batch& batch) {
+  const int T = batch.size();
+  const int64_t H = spec_.n_embd, P = spec_.n_embd_per_layer, LP = P * spec_.n_layer;
+  ops_.get_rows(ple_table_, batch.tokens.data(), T, std::sqrt(static_cast<float>(P)), s_.ple_tmp);
+  ops_.matmul(ple_model_proj_, s_.x, s_.ple, T);  // uses the already √H-scaled embedding x0
+  ops_.scale(s_.ple, 1.0f / std::sqrt(static_cast<float>(H)), T * LP);
+  ops_.rmsnorm(s_.ple, ple_proj_norm_, s_.ple, P, T * spec_.n_layer, spec_.rms_eps);
+  ops_.add(s_.ple, s_.ple_tmp, T * LP);
+  ops_.scale(s_.ple, 1.0f / std::sqrt(2.0f), T * LP);
+}
+
+// §2.3 steps 1–6: x += RMSNorm(W_o · attention(q, cached k, v); post_attention_norm).
+void Gemma4::attention(const LayerSpec& l, const LayerWeights& w, const Batch& batch, kv::Cache& cache) {
+  const int T = batch.size();
+  const int64_t H = spec_.n_embd;
+  const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, l.rope.inv_freq.data()};
+  ops_.rmsnorm(s_.x, w.attn_norm, s_.xb, H, T, spec_.rms_eps);
+  ops_.matmul(w.wq, s_.xb, s_.q, T);
+  ops_.rmsnorm(s_.q, w.q_norm, s_.q, l.head_dim, static_cast<int64_t>(T) * l.n_head, spec_.rms_eps);
+  ops_.rope(s_.q, T, l.n_head, l.head_dim, batch.pos.data(), rope);
+  if (l.owns_kv()) {
+    ops_.matmul(w.wk, s_.xb, s_.k, T);
+    // Without attn_v, V is the raw K projection, taken before K's norm and RoPE (§2.7).
+    if (l.has_v_proj) ops_.matmul(w.wv, s_.xb, s_.v, T);
+    else ops_.copy(s_.v, s_.k, static_cast<int64_t>(T) * l.kv_dim());
+    ops_.rmsnorm(s_.k, w.k_norm, s_.k, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv, spec_.rms_eps);
+    ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, batch.pos.data(), rope);
+    ops_.rmsnorm(s_.v, nullptr, s_.v, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv, spec_.rms_eps);
+    for (int t = 0; t < T; ++t) s_.kv_dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
+    ops_.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s_.k, s_.v, s_.kv_dst, T);
+  }
+  // A shared layer reads its source layer's cache with its own window rule (§2.6).
+  for (int t = 0; t < T; ++t) s_.kv_span[t] = cache.span(l.il, batch.slot[t]);
+  ops_.attention({.n_tokens = T, .n_head = l.n_head, .head_dim = l.head_dim, .q = s_.q, .out = s_.att,
+                  .pos = batch.pos.data(), .kv = s_.kv_span, .window = l.window, .scale = spec_.attention_scale});
+  ops_.matmul(w.wo, s_.att, s_.xb2, T);
+  ops_.rmsnorm(s_.xb2, w.post_attn_norm, s_.xb2, H, T, spec_.rms_eps);
+  ops_.add(s_.x, s_.xb2, T * H);
+}
+
+// §2.3 step 7, dense MLP: xb2 = W_down · (gelu(W_gate · f) ⊙ (W_up · f)), f = RMSNorm(h_mid; ffn_norm).
+void Gemma4::ffn_dense(const LayerSpec& l, const LayerWeights& w, int T) {
+  ops_.rmsnorm(s_.x, w.ffn_norm, s_.xb, spec_.n_embd, T, spec_.rms_eps);
+  ops_.matmul(w.w_gate, s_.xb, s_.hb, T);
+  ops_.matmul(w.w_up, s_.xb, s_.hb2, T);
+  ops_.gelu_mul(s_.hb, s_.hb2, s_.hb, l.n_ff, T, l.n_ff);
+  ops_.matmul(w.w_down, s_.hb, s_.xb2, T);
+}
+
+// §2.3 step 7, MoE (26B-A4B): xb2 = RMSNorm(dense; post_norm_1) + RMSNorm(Σ_j w_j·expert_j(e_in); post_norm_2).
+// Three inputs from the same h_mid: the router's weightless norm, pre_ffw_norm_2 for the experts,
+// ffn_norm for the dense MLP (§2.7).
+void Gemma4::ffn_moe(const LayerSpec& l, const MoeWeights& m, int T) {
+  const int64_t H = spec_.n_embd, F = l.n_ff_exp;
+  const int K = l.n_expert_used;
+  ops_.rmsnorm(s_.xb2, m.post_norm_1, s_.xb2, H, T, spec_.rms_eps);
+  // Router: logits = W_r · (RMSNorm0(h_mid) / √H ⊙ scale).
+  ops_.rmsnorm(s_.x, nullptr, s_.moe_in, H, T, spec_.rms_eps);
+  ops_.scale(s_.moe_in, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
+  for (int t = 0; t < T; ++t) ops_.mul(s_.moe_in + t * H, m.router_scale, H);
+  ops_.matmul(m.router, s_.moe_in, s_.router_logits, T);
+  ops_.moe_route(s_.router_logits, T, l.n_expert, K, m.expert_scale, s_.expert_ids, s_.expert_weights);
+  // Experts, batched per expert over the tokens that chose it.
+  ops_.rmsnorm(s_.x, m.pre_norm_2, s_.moe_in, H, T, spec_.rms_eps);
+  ops_.scale(s_.moe_acc, 0.0f, T * H);
+  for (int e = 0; e < l.n_expert; ++e) {
+    int n = 0;
+    for (int t = 0; t < T; ++t) {
+      for (int j = 0; j < K; ++j) {
+        if (s_.expert_ids[t * K + j] == e) s_.expert_rows[n++] = t * K + j;
+      }
+    }
+    if (n == 0) continue;
+    for (int i = 0; i < n; ++i) ops_.copy(s_.moe_rows_in + i * H, s_.moe_in + (s_.expert_rows[i] / K) * H, H);
+    if (m.fused) {
+      ops_.matmul(m.gate_up.rows(e * 2 * F, 2 * F), s_.moe_rows_in, s_.expert_gu, n);
+      ops_.gelu_mul(s_.expert_gu, s_.expert_gu + F, s_.expert_h, F, n, 2 * F);
+    } else {
+      ops_.matmul(m.gate.rows(e * F, F), s_.moe_rows_in, s_.expert_gu, n);
+      ops_.matmul(m.up.rows(e * F, F), s_.moe_rows_in, s_.expert_gu + n * F, n);
+      ops_.gelu_mul(s_.expert_gu, s_.expert_gu + n * F, s_.expert_h, F, n, F);
+    }
+    ops_.matmul(m.down.rows(e * H, H), s_.expert_h, s_.moe_rows_out, n);
+    for (int i = 0; i < n; ++i) {
+      float* row = s_.moe_rows_out + i * H;
+      ops_.scale(row, s_.expert_weights[s_.expert_rows[i]], H);
+      ops_.add(s_.moe_acc + (s_.expert_rows[i] / K) * H, row, H);
+    }
+  }
+  ops_.rmsnorm(s_.moe_acc, m.post_norm_2, s_.moe_acc, H, T, spec_.rms_eps);
+  ops_.add(s_.xb2, s_.moe_acc, T * H);
+}
+
+// §2.2 (inside layer l): x += RMSNorm(proj · (gelu(inp_gate · x) ⊙ p_l); post_norm).
+void Gemma4::inject_ple(const LayerWeights& w, int il, int T) {
+  const int64_t H = spec_.n_embd, P = spec_.n_embd_per_layer, LP = P * spec_.n_layer;
+  ops_.matmul(w.ple_gate, s_.x, s_.ple_a, T);
+  ops_.copy_rows(s_.ple_b, P, s_.ple + il * P, LP, P, T);  // this layer's slice of every token
+  ops_.gelu_mul(s_.ple_a, s_.ple_b, s_.ple_a, P, T, P);
+  ops_.matmul(w.ple_proj, s_.ple_a, s_.xb2, T);
+  ops_.rmsnorm(s_.xb2, w.ple_post_norm, s_.xb2, H, T, spec_.rms_eps);
+  ops_.add(s_.x, s_.xb2, T * H);
+}
+
+util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits) {
+  const int T = batch.size();
+  const int64_t H = spec_.n_embd;
+  if (T <= 0 || T > max_batch_) return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
+  for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
+
+  ops_.get_rows(token_embd_, batch.tokens.data(), T, spec_.embed_scale, s_.x);  // §2.1: x0 = E[t]·√H
+  if (spec_.n_embd_per_layer > 0) per_layer_inputs(batch);
+  for (const auto& l : spec_.layers) {
+    const LayerWeights& w = layers_[l.il];
+    attention(l, w, batch, cache);
+    ffn_dense(l, w, T);
+    if (l.is_moe()) ffn_moe(l, w.moe, T);
+    ops_.rmsnorm(s_.xb2, w.post_ffw_norm, s_.xb2, H, T, spec_.rms_eps);
+    ops_.add(s_.x, s_.xb2, T * H);
+    if (spec_.n_embd_per_layer > 0) inject_ple(w, l.il, T);
+    // §2.3 step 9: the layer scalar multiplies the whole residual stream, not just the branch.
+    if (w.output_scale != 1.0f) ops_.scale(s_.x, w.output_scale, T * H);
+  }
+  // §2.4: final norm, tied projection, softcap — for the rows that want logits only.
+  const int n_out = gather_output_rows(batch, s_.out_rows);
+  for (int i = 0; i < n_out; ++i) ops_.copy(s_.xb + i * H, s_.x + s_.out_rows[i] * H, H);
+  ops_.rmsnorm(s_.xb, output_norm_, s_.xb, H, n_out, spec_.rms_eps);
+  ops_.matmul(output_, s_.xb, logits, n_out);
+  if (spec_.final_logit_softcap > 0) {
+    ops_.softcap(logits, spec_.final_logit_softcap, static_cast<int64_t>(n_out) * spec_.n_vocab);
+  }
+  return {};
+}
+
+}  // namespace
+
+size_t gemma4_workspace_bytes(const Spec& spec, int max_batch) {
+  ScratchCarver counter(nullptr);
+  Scratch::lay_out(counter, spec, max_batch);
+  return counter.bytes();
+}
+
+util::Result<std::unique_ptr<Model>> load_gemma4(const gguf::File& file, const Spec& spec, kernels::Backend& ops,
+                                                 const LoadOptions& options) {
+  auto model = std::make_unique<Gemma4>(spec, ops, options.max_batch);
+  HR_TRY(model->bind(file, options.placer));
+  return std::unique_ptr<Model>(std::move(model));
+}
+
+}  // namespace model

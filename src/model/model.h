@@ -1,0 +1,56 @@
+// model::Model — a loaded architecture: bound weights plus its forward pass over a batch.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "gguf/file.h"
+#include "kernels/ops.h"
+#include "kv/cache.h"
+#include "kv/geometry.h"
+#include "model/spec.h"
+#include "model/weights.h"
+#include "util/aligned_buffer.h"
+#include "util/result.h"
+
+namespace model {
+
+// One forward pass: any mix of sequences (slots) and positions, e.g. a prefill micro-batch of
+// one sequence or one decode token from each of 32 sequences.
+struct Batch {
+  std::span<const int32_t> tokens;  // [T]
+  std::span<const int32_t> pos;     // [T] position of each token in its sequence
+  std::span<const int32_t> slot;    // [T] KV cache slot (sequence) of each token
+  std::span<const uint8_t> output;  // [T] 1 where logits are wanted; empty = last token only
+  int size() const { return static_cast<int>(tokens.size()); }
+};
+
+// Per-layer cache geometry of a model, in the form the KV cache and the planner read.
+std::vector<kv::LayerGeometry> kv_layers(const Spec& spec);
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual const Spec& spec() const = 0;
+  // Evaluates `batch` (at most max_batch() tokens, positions already reserved in `cache`) and
+  // writes logits [n_outputs][n_vocab] in batch order for the tokens flagged in `batch.output`.
+  virtual util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) = 0;
+  virtual int max_batch() const = 0;
+  // Bytes of activation scratch this model allocated for max_batch() tokens.
+  virtual size_t workspace_bytes() const = 0;
+};
+
+struct LoadOptions {
+  int max_batch = 512;       // largest micro-batch the workspace is sized for
+  TensorPlacer* placer = nullptr;  // null: weights stay in the host mapping
+};
+
+// Binds weights and builds the architecture's forward pass on `backend`.
+util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Spec& spec,
+                                                kernels::Backend& backend, const LoadOptions& options);
+
+// Scratch sizes for planning: activation bytes a model needs for `max_batch` tokens.
+size_t workspace_bytes(const Spec& spec, int max_batch);
+
+}  // namespace model

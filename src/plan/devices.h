@@ -1,0 +1,51 @@
+// plan::Device — where bytes can live: the CPU's RAM and each GPU, with a budget and a measured
+// bandwidth (the roofline of decode speed).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/result.h"
+
+namespace plan {
+
+enum class DeviceKind { kCpu, kGpu };
+
+struct Device {
+  std::string name;               // "cpu (AMD EPYC, 2 threads)", "cuda:0 NVIDIA H100"
+  DeviceKind kind = DeviceKind::kCpu;
+  uint64_t total_bytes = 0;       // physical memory
+  uint64_t budget_bytes = 0;      // what a plan may use
+  std::string budget_source;      // how the budget was set, for the report
+  double bandwidth = 0;           // bytes/s a decode step can read, measured
+  std::string bandwidth_source;
+  double link_bandwidth = 0;      // host ↔ device bytes/s (PCIe) for GPUs
+  bool simulated = false;         // from --assume-gpu: a what-if, not present hardware
+};
+
+// The margin of RAM a CPU budget leaves for the OS and other programs.
+uint64_t cpu_margin_bytes(uint64_t total);
+
+struct DeviceOptions {
+  std::optional<uint64_t> cpu_mem;     // --cpu-mem
+  std::optional<uint64_t> gpu_mem;     // --gpu-mem
+  std::string assume_gpu;              // --assume-gpu MEM[@BANDWIDTH]: plan for a GPU that is not here
+  int threads = 0;                     // threads the CPU bandwidth probe uses (0 = all cores)
+  bool probe = true;                   // measure bandwidth (cached); false = use a stated default
+};
+
+util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options);
+
+// Best-of-3 streaming read bandwidth (bytes/s) with `threads` threads over `bytes` of RAM.
+double measure_cpu_bandwidth(int threads, size_t bytes);
+// The measurement above, cached per machine in $XDG_CACHE_HOME/headroom (or ~/.cache/headroom).
+double cpu_bandwidth(int threads, std::string* source);
+
+int physical_cores();
+std::string cpu_model_name();
+// MemAvailable and MemTotal from /proc/meminfo.
+uint64_t available_ram();
+uint64_t total_ram();
+
+}  // namespace plan

@@ -1,0 +1,36 @@
+// plan::Inventory — every weight byte of a model from its GGUF header, by class and layer, and
+// how many of those bytes one decoded token reads.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "gguf/file.h"
+#include "model/spec.h"
+
+namespace plan {
+
+struct WeightItem {
+  std::string name;
+  model::TensorClass cls = model::TensorClass::kOther;
+  int layer = -1;
+  gguf::TensorType type = gguf::TensorType::kF32;
+  uint64_t bytes = 0;
+  // Bytes one token reads: whole matrices are read in full; gathered tables (embeddings) only
+  // one row; MoE experts the chosen share; tensors the model ignores (unused KV on shared layers) none.
+  uint64_t bytes_per_token = 0;
+  bool used = true;
+};
+
+struct Inventory {
+  std::vector<WeightItem> weights;
+  uint64_t total_bytes = 0;
+  uint64_t used_bytes = 0;            // excludes tensors the forward pass never reads
+  uint64_t bytes_per_token = 0;       // weights read per decoded token
+  std::array<uint64_t, model::kTensorClassCount> bytes_by_class{};
+};
+
+Inventory inventory(const gguf::File& file, const model::Spec& spec);
+
+}  // namespace plan

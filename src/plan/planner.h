@@ -1,0 +1,89 @@
+// plan::Plan — where every byte of a run will live, what speed that allows, and, when it does not
+// fit, the smallest changes that would, fastest first. The Engine allocates exactly this.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gguf/file.h"
+#include "kv/cache.h"
+#include "model/spec.h"
+#include "plan/devices.h"
+#include "plan/inventory.h"
+#include "util/result.h"
+
+namespace plan {
+
+struct Request {
+  int n_ctx = 4096;
+  tensor::DType k_type = tensor::DType::kF16;
+  tensor::DType v_type = tensor::DType::kF16;
+  int n_slots = 1;
+  int n_ubatch = 512;
+  // Placement changes (defaults keep everything where it is fastest; --fit may set them).
+  int n_cpu_layers = 0;          // with a GPU: the first N layers stay on the CPU (partial offload)
+  bool ple_on_host = false;      // with a GPU: Gemma 4's per-layer-embedding table stays on the host
+  bool experts_on_host = false;  // with a GPU: MoE expert weights stay on the host
+};
+
+enum class ItemKind { kWeights, kKvCache, kActivations, kLogits, kHost };
+std::string_view item_kind_name(ItemKind kind);
+
+struct Item {
+  std::string name;
+  ItemKind kind = ItemKind::kWeights;
+  model::TensorClass weight_class = model::TensorClass::kOther;  // for weights
+  int device = 0;                // index into Plan::devices
+  uint64_t bytes = 0;
+  uint64_t bytes_per_token = 0;  // read per decoded token at depth 0
+};
+
+struct Prediction {
+  double tokens_per_second = 0;       // decode of one sequence at depth 0
+  double tokens_per_second_full = 0;  // decode with the context full
+  uint64_t bytes_per_token = 0;       // weights + KV read per token at depth 0
+  uint64_t bytes_per_token_full = 0;
+  std::vector<double> seconds_per_device;  // at depth 0
+  double transfer_seconds = 0;        // per token, host ↔ GPU
+};
+
+struct Alternative {
+  std::string change;        // what to change, in words a user can act on
+  std::string flags;         // the command-line flags that make the change
+  Request request;
+  bool automatic = true;     // --fit can apply it (a re-quantized file cannot be made for you)
+  double tokens_per_second = 0;       // at depth 0
+  double tokens_per_second_full = 0;  // with the context full
+};
+
+struct Plan {
+  Request request;
+  std::vector<Device> devices;
+  std::vector<Item> items;
+  kv::CacheConfig kv_config;
+  std::vector<kv::GroupGeometry> kv_groups;
+  Prediction prediction;
+  bool fits = true;
+  std::vector<std::string> problems;       // one per device over budget
+  std::vector<Alternative> alternatives;   // when it does not fit: fastest first
+  std::string applied;                     // what --fit changed, if anything
+
+  uint64_t bytes_on(int device) const;
+  uint64_t bytes_of(ItemKind kind) const;
+  uint64_t weight_bytes(model::TensorClass cls) const;
+  // One line: why it does not fit and the alternatives, for refusals.
+  std::string refusal() const;
+};
+
+struct PlanInput {
+  const gguf::File& file;
+  const model::Spec& spec;
+  std::vector<Device> devices;
+};
+
+// The plan for exactly this request (fits or not, with its problems).
+util::Result<Plan> make_plan(const PlanInput& input, const Request& request);
+// The plan; if it does not fit, the alternatives; with `fit`, the best automatic one applied.
+util::Result<Plan> plan_with_fit(const PlanInput& input, const Request& request, bool fit);
+
+}  // namespace plan

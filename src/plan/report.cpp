@@ -1,0 +1,133 @@
+// Plan reports: a per-device, per-class table with shares and the predicted speed.
+#include "plan/report.h"
+
+#include "util/units.h"
+
+namespace plan {
+namespace {
+
+std::string lower_type(tensor::DType t) {
+  std::string s(gguf::tensor_type_name(t));
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string item_label(const Item& i) {
+  if (i.kind == ItemKind::kWeights) return "weights: " + i.name;
+  return i.name;
+}
+
+double gbps(double bytes_per_second) { return bytes_per_second / 1e9; }
+
+}  // namespace
+
+std::string format_plan(const Plan& p, const model::Spec& spec, const std::string& source) {
+  const Request& r = p.request;
+  std::string out = fmt::format("plan for {} ({}, {} layers)\n", source, model::arch_name(spec.arch), spec.n_layer);
+  out += fmt::format("request: context {}, KV {}/{}, {} slot{}, micro-batch {}\n", r.n_ctx, lower_type(r.k_type),
+                     lower_type(r.v_type), r.n_slots, r.n_slots == 1 ? "" : "s", r.n_ubatch);
+  if (!p.applied.empty()) out += fmt::format("--fit applied: {}\n", p.applied);
+  out += fmt::format("\n{:<44} {:>12} {:>12} {:>7}  {}\n", "device", "budget", "planned", "share", "bandwidth");
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    const Device& dev = p.devices[d];
+    const uint64_t used = p.bytes_on(static_cast<int>(d));
+    out += fmt::format("{:<44} {:>12} {:>12} {:>6.1f}%  {:.1f} GB/s\n", dev.name, util::format_bytes(dev.budget_bytes),
+                       util::format_bytes(used), dev.budget_bytes ? 100.0 * used / dev.budget_bytes : 0.0,
+                       gbps(dev.bandwidth));
+  }
+  uint64_t total = 0;
+  for (const auto& i : p.items) total += i.bytes;
+  out += fmt::format("\n{:<34} {:<6} {:>12} {:>7} {:>14}\n", "what", "device", "bytes", "share", "read/token");
+  for (const auto& i : p.items) {
+    out += fmt::format("{:<34} {:<6} {:>12} {:>6.1f}% {:>14}\n", item_label(i),
+                       p.devices[i.device].kind == DeviceKind::kCpu ? "cpu" : "gpu", util::format_bytes(i.bytes),
+                       total ? 100.0 * i.bytes / total : 0.0,
+                       i.bytes_per_token ? util::format_bytes(i.bytes_per_token) : "-");
+  }
+  out += fmt::format("{:<34} {:<6} {:>12}\n", "total", "", util::format_bytes(total));
+  out += "\nKV cache: ";
+  for (size_t g = 0; g < p.kv_groups.size(); ++g) {
+    const auto& k = p.kv_groups[g];
+    out += fmt::format("{}{} layers {} cells/slot ({} blocks of {})", g ? "; " : "",
+                       k.sliding ? fmt::format("sliding (window {})", k.window) : std::string("full"),
+                       k.sliding ? fmt::format("ring of {}", k.blocks_per_sequence * p.kv_config.block_cells)
+                                 : std::to_string(k.blocks_per_sequence * p.kv_config.block_cells),
+                       k.blocks_per_sequence, p.kv_config.block_cells);
+  }
+  if (p.kv_groups.empty()) out += "none";
+  bool sliding = false;
+  for (const auto& k : p.kv_groups) sliding = sliding || k.sliding;
+  if (sliding) out += fmt::format(" — rings hold W + micro-batch − 1 cells, the {}-cell slack lets a prefill micro-batch "
+                                  "see its full window", p.request.n_ubatch - 1);
+  out += "\n";
+  const Prediction& pr = p.prediction;
+  out += fmt::format("\npredicted decode: {:.1f} tok/s at depth 0 ({} read per token), {:.1f} tok/s with the context "
+                     "full ({} per token) — bandwidth-bound: bytes per token / measured bandwidth\n",
+                     pr.tokens_per_second, util::format_bytes(pr.bytes_per_token), pr.tokens_per_second_full,
+                     util::format_bytes(pr.bytes_per_token_full));
+  if (pr.transfer_seconds > 0) out += fmt::format("host↔GPU transfers: {:.3f} ms per token\n", pr.transfer_seconds * 1e3);
+  for (const auto& d : p.devices) {
+    out += fmt::format("  {}: budget from {}; bandwidth {}\n", d.name, d.budget_source, d.bandwidth_source);
+  }
+  if (!p.fits) {
+    out += "\nDOES NOT FIT:\n";
+    for (const auto& problem : p.problems) out += "  " + problem + "\n";
+    if (p.alternatives.empty()) out += "  no smaller configuration of this model fits; use a smaller model\n";
+    else out += "changes that fit, fastest first (decode tok/s at depth 0 / with the context full):\n";
+    for (const auto& a : p.alternatives) {
+      out += fmt::format("  {:>7.1f} / {:<7.1f} tok/s  {}  [{}]{}\n", a.tokens_per_second, a.tokens_per_second_full, a.change, a.flags,
+                         a.automatic ? "" : "  (not applied by --fit)");
+    }
+  }
+  return out;
+}
+
+nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const std::string& source) {
+  nlohmann::ordered_json j;
+  j["model"] = source;
+  j["architecture"] = model::arch_name(spec.arch);
+  j["request"] = {{"ctx", p.request.n_ctx}, {"kv_type_k", lower_type(p.request.k_type)},
+                  {"kv_type_v", lower_type(p.request.v_type)}, {"slots", p.request.n_slots},
+                  {"ubatch", p.request.n_ubatch}, {"cpu_layers", p.request.n_cpu_layers},
+                  {"ple_on_host", p.request.ple_on_host}, {"experts_on_host", p.request.experts_on_host}};
+  j["fits"] = p.fits;
+  if (!p.applied.empty()) j["fit_applied"] = p.applied;
+  j["devices"] = nlohmann::ordered_json::array();
+  for (size_t d = 0; d < p.devices.size(); ++d) {
+    const Device& dev = p.devices[d];
+    j["devices"].push_back({{"name", dev.name}, {"kind", dev.kind == DeviceKind::kCpu ? "cpu" : "gpu"},
+                            {"budget_bytes", dev.budget_bytes}, {"budget_source", dev.budget_source},
+                            {"planned_bytes", p.bytes_on(static_cast<int>(d))}, {"bandwidth_bytes_per_s", dev.bandwidth},
+                            {"bandwidth_source", dev.bandwidth_source}, {"simulated", dev.simulated}});
+  }
+  j["items"] = nlohmann::ordered_json::array();
+  for (const auto& i : p.items) {
+    nlohmann::ordered_json item = {{"name", item_label(i)}, {"kind", item_kind_name(i.kind)},
+                                   {"device", i.device}, {"bytes", i.bytes}, {"bytes_per_token", i.bytes_per_token}};
+    j["items"].push_back(item);
+  }
+  j["totals"] = {{"weights", p.bytes_of(ItemKind::kWeights)}, {"kv_cache", p.bytes_of(ItemKind::kKvCache)},
+                 {"activations", p.bytes_of(ItemKind::kActivations)}, {"logits", p.bytes_of(ItemKind::kLogits)},
+                 {"host", p.bytes_of(ItemKind::kHost)}};
+  j["kv_groups"] = nlohmann::ordered_json::array();
+  for (const auto& g : p.kv_groups) {
+    j["kv_groups"].push_back({{"sliding", g.sliding}, {"window", g.window}, {"cells_per_sequence", g.cells_per_sequence},
+                              {"blocks_per_sequence", g.blocks_per_sequence}, {"block_cells", p.kv_config.block_cells},
+                              {"blocks", g.n_blocks}, {"bytes", g.bytes_per_block * g.n_blocks}});
+  }
+  j["prediction"] = {{"decode_tokens_per_second", p.prediction.tokens_per_second},
+                     {"decode_tokens_per_second_full_context", p.prediction.tokens_per_second_full},
+                     {"bytes_per_token", p.prediction.bytes_per_token},
+                     {"bytes_per_token_full_context", p.prediction.bytes_per_token_full},
+                     {"transfer_seconds_per_token", p.prediction.transfer_seconds}};
+  j["problems"] = p.problems;
+  j["alternatives"] = nlohmann::ordered_json::array();
+  for (const auto& a : p.alternatives) {
+    j["alternatives"].push_back({{"change", a.change}, {"flags", a.flags}, {"automatic", a.automatic},
+                                 {"decode_tokens_per_second", a.tokens_per_second},
+                                 {"decode_tokens_per_second_full_context", a.tokens_per_second_full}});
+  }
+  return j;
+}
+
+}  // namespace plan

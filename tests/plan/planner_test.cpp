@@ -1,0 +1,152 @@
+// The planner against the spec's KV tables (§4.3), the real tensor table, and its fit policy.
+#include "plan/planner.h"
+
+#include <gtest/gtest.h>
+
+#include "model/synth.h"
+#include "testing/testing.h"
+
+namespace {
+
+struct Opened {
+  std::shared_ptr<gguf::File> file;
+  model::Spec spec;
+};
+
+// A synthetic model's header with sparse (unwritten) weights: the exact tensor table of the shape.
+Opened open_shape(const std::string& arch, const std::string& shape, const std::string& type = "q4_k_m") {
+  auto w = model::synth_writer({.arch = arch, .shape = shape, .type = type, .no_weights = true});
+  EXPECT_TRUE(w.ok()) << w.error().message();
+  const auto path = testing_util::temp_dir() / (shape + ".gguf");
+  EXPECT_TRUE(w->write(path.string()).ok());
+  auto file = gguf::File::open(path.string());
+  EXPECT_TRUE(file.ok());
+  Opened o{std::make_shared<gguf::File>(std::move(*file)), {}};
+  auto spec = model::spec_from_gguf(*o.file);
+  EXPECT_TRUE(spec.ok()) << spec.error().message();
+  o.spec = *spec;
+  return o;
+}
+
+std::vector<plan::Device> cpu_only(uint64_t budget = 1ull << 40) {
+  return {{.name = "cpu", .kind = plan::DeviceKind::kCpu, .total_bytes = budget, .budget_bytes = budget,
+           .bandwidth = 10e9}};
+}
+
+struct KvCase {
+  const char* shape;
+  int ctx;
+  uint64_t spec_f16_bytes;  // spec §4.3, "SWA + sharing" column (exact bytes)
+};
+
+// Spec §4.3 worked tables, copied as published. The plan adds the ring slack it states: sliding
+// rings hold W + n_ubatch − 1 cells (rounded to whole 16-cell blocks: 1024 for W = 512 and a
+// 512-token micro-batch), i.e. 512 extra cells per KV-owning sliding layer.
+TEST(PlannerKv, GemmaKvBytesEqualTheSpecTablesPlusTheStatedRingSlack) {
+  const KvCase cases[] = {
+      {"e2b", 4096, 31457280},   {"e2b", 32768, 207618048},   {"e2b", 131072, 811597824},
+      {"e4b", 4096, 88080384},   {"e4b", 32768, 557842432},   {"e4b", 131072, 2168455168},
+  };
+  // Per-token bytes of one sliding layer at f16 (§4.1): E2B 1024, E4B 2048; owning sliding layers 12 / 20.
+  const std::map<std::string, std::pair<uint64_t, uint64_t>> sliding = {{"e2b", {12, 1024}}, {"e4b", {20, 2048}}};
+  for (const char* shape : {"e2b", "e4b"}) {
+    const Opened m = open_shape("gemma4", shape);
+    for (const auto& c : cases) {
+      if (std::string(c.shape) != shape) continue;
+      // f16 → q8_0 / q4_0: every head dim is a multiple of 32, and 32 values take 64, 34 or 18 bytes.
+      for (auto [type, per32] : {std::pair{tensor::DType::kF16, 64}, std::pair{tensor::DType::kQ8_0, 34},
+                                 std::pair{tensor::DType::kQ4_0, 18}}) {
+        SCOPED_TRACE(fmt::format("{} ctx {} {}", shape, c.ctx, gguf::tensor_type_name(type)));
+        plan::Request r{.n_ctx = c.ctx, .k_type = type, .v_type = type, .n_slots = 1, .n_ubatch = 512};
+        auto p = plan::make_plan({*m.file, m.spec, cpu_only()}, r);
+        ASSERT_TRUE(p.ok()) << p.error().message();
+        const auto [n_sliding, per_token] = sliding.at(shape);
+        const uint64_t slack_f16 = n_sliding * 512 * per_token;
+        const uint64_t expected = (c.spec_f16_bytes + slack_f16) / 64 * per32;
+        EXPECT_EQ(p->bytes_of(plan::ItemKind::kKvCache), expected);
+      }
+    }
+  }
+}
+
+TEST(PlannerKv, SlotsMultiplyAndSharedLayersHoldNothing) {
+  const Opened m = open_shape("gemma4", "e2b");
+  plan::Request one{.n_ctx = 4096}, four{.n_ctx = 4096, .n_slots = 4};
+  auto p1 = plan::make_plan({*m.file, m.spec, cpu_only()}, one);
+  auto p4 = plan::make_plan({*m.file, m.spec, cpu_only()}, four);
+  ASSERT_TRUE(p1.ok() && p4.ok());
+  EXPECT_EQ(p4->bytes_of(plan::ItemKind::kKvCache), 4 * p1->bytes_of(plan::ItemKind::kKvCache));
+  // Naive accounting (every layer, every position) would be 168 MiB at 4K (§4.3); we plan 36.
+  EXPECT_LT(p1->bytes_of(plan::ItemKind::kKvCache), 40u << 20);
+}
+
+TEST(Planner, WeightsAreTheSumOfTheRealTensorTable) {
+  auto file = gguf::File::open((testing_util::shared_dir() / "models/stories260K.gguf").string());
+  ASSERT_TRUE(file.ok());
+  auto spec = model::spec_from_gguf(*file);
+  ASSERT_TRUE(spec.ok());
+  auto p = plan::make_plan({*file, *spec, cpu_only()}, {.n_ctx = 512});
+  ASSERT_TRUE(p.ok());
+  uint64_t tensors = 0;
+  for (const auto& t : file->tensors()) tensors += t.n_bytes;
+  EXPECT_EQ(p->bytes_of(plan::ItemKind::kWeights), tensors);
+  EXPECT_EQ(tensors, 292800u * 4);
+  // stories260K, f16 KV, context 512: 5 layers × 512 positions × (32 + 32 values) × 2 bytes.
+  EXPECT_EQ(p->bytes_of(plan::ItemKind::kKvCache), 5u * 512 * 64 * 2);
+  EXPECT_TRUE(p->fits);
+}
+
+TEST(PlannerFit, RefusesWithAlternativesFastestFirstAndFitAppliesTheBest) {
+  const Opened m = open_shape("gemma4", "e2b");
+  plan::Request r{.n_ctx = 131072};
+  auto roomy = plan::make_plan({*m.file, m.spec, cpu_only()}, r);
+  ASSERT_TRUE(roomy.ok());
+  // Room for 450 MiB of KV: 128K at q8_0 (414 MiB) fits, at f16 (780 MiB) it does not.
+  const uint64_t budget = roomy->bytes_on(0) - roomy->bytes_of(plan::ItemKind::kKvCache) + (450ull << 20);
+  auto p = plan::plan_with_fit({*m.file, m.spec, cpu_only(budget)}, r, /*fit=*/false);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->fits);
+  ASSERT_FALSE(p->alternatives.empty());
+  for (size_t i = 1; i < p->alternatives.size(); ++i) {
+    EXPECT_GE(p->alternatives[i - 1].tokens_per_second, p->alternatives[i].tokens_per_second);
+  }
+  bool has_ctx = false, has_q8 = false;
+  for (const auto& a : p->alternatives) {
+    has_ctx |= a.flags.find("--ctx") != std::string::npos;
+    has_q8 |= a.flags.find("q8_0") != std::string::npos;
+  }
+  EXPECT_TRUE(has_ctx);
+  EXPECT_TRUE(has_q8);
+  EXPECT_NE(p->refusal().find("--fit"), std::string::npos);
+
+  auto fitted = plan::plan_with_fit({*m.file, m.spec, cpu_only(budget)}, r, /*fit=*/true);
+  ASSERT_TRUE(fitted.ok());
+  EXPECT_TRUE(fitted->fits);
+  EXPECT_FALSE(fitted->applied.empty());
+  EXPECT_LE(fitted->bytes_on(0), budget);
+}
+
+TEST(PlannerFit, PartialOffloadIsPlannedAndCostsSpeed) {
+  const Opened m = open_shape("gemma4", "e2b");
+  std::vector<plan::Device> devices = cpu_only();
+  devices.push_back({.name = "gpu", .kind = plan::DeviceKind::kGpu, .total_bytes = 2ull << 30,
+                     .budget_bytes = 2ull << 30, .bandwidth = 300e9, .link_bandwidth = 25e9});
+  auto p = plan::plan_with_fit({*m.file, m.spec, devices}, {.n_ctx = 4096}, false);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->fits);  // 3.2 GiB of weights on a 2 GiB GPU
+  // Keeping the gathered PLE table (1.8 GiB) on the host is the fastest change --fit can make
+  // (a re-quantized file may rank higher, but needs a new file).
+  const plan::Alternative* first_automatic = nullptr;
+  for (const auto& a : p->alternatives) {
+    if (a.automatic && !first_automatic) first_automatic = &a;
+  }
+  ASSERT_NE(first_automatic, nullptr);
+  EXPECT_EQ(first_automatic->flags, "--ple-on-host");
+  auto offload = plan::make_plan({*m.file, m.spec, devices}, {.n_ctx = 4096, .ple_on_host = true});
+  auto partial = plan::make_plan({*m.file, m.spec, devices}, {.n_ctx = 4096, .n_cpu_layers = 10, .ple_on_host = true});
+  ASSERT_TRUE(offload.ok() && partial.ok());
+  EXPECT_LT(partial->prediction.tokens_per_second, offload->prediction.tokens_per_second);
+  EXPECT_GT(partial->bytes_on(0), offload->bytes_on(0));
+}
+
+}  // namespace

@@ -70,6 +70,7 @@ util::Error Interpreter::fail(SourceLoc loc, util::Error error) {
 
 util::Error Interpreter::raise(std::string message) {
   failed_ = true;
+  raised_ = true;
   return util::Error(std::move(message));
 }
 

@@ -62,6 +62,7 @@ class Interpreter {
   util::Status count_iteration();
   // raise_exception(): the message is reported as is, without a location.
   util::Error raise(std::string message);
+  bool raised() const { return raised_; }
   // Reference cycles (a macro and the frame holding it, a namespace or list that contains
   // itself) would leak; what can take part in one is recorded and emptied after rendering.
   void remember_closure(const ScopePtr& scope) { closures_.push_back(scope); }
@@ -89,7 +90,8 @@ class Interpreter {
   int depth_ = 0;
   int64_t iterations_ = 0;
   uint64_t enters_ = 0;  // the clock is read every 64 blocks, not on each
-  bool failed_ = false;  // the error being returned already says where it happened
+  bool failed_ = false;
+  bool raised_ = false;  // the error is the template's own raise_exception() message  // the error being returned already says where it happened
   std::vector<ScopePtr> closures_;
   std::vector<Value> containers_;
 };

@@ -1,4 +1,4 @@
-// json.dumps as Hugging Face's tojson filter calls it: key order kept, Python float repr.
+// JSON in and out: variables from nlohmann JSON, and json.dumps as HF's tojson calls it.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -155,6 +155,57 @@ class Writer {
 };
 
 }  // namespace
+
+namespace {
+
+util::Result<Value> from_json_at(const nlohmann::ordered_json& j, int depth) {
+  if (depth > kMaxValueDepth) {
+    return util::errorf("data nested deeper than {} levels", kMaxValueDepth);
+  }
+  switch (j.type()) {
+    case nlohmann::ordered_json::value_t::null:
+      return Value::none();
+    case nlohmann::ordered_json::value_t::boolean:
+      return Value::boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer:
+      return Value::integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      auto u = j.get<uint64_t>();
+      if (u <= static_cast<uint64_t>(INT64_MAX)) return Value::integer(static_cast<int64_t>(u));
+      return Value::number(static_cast<double>(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float:
+      return Value::number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string:
+      return Value::string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::array: {
+      std::vector<Value> items;
+      items.reserve(j.size());
+      for (const auto& e : j) {
+        HR_ASSIGN_OR_RETURN(Value v, from_json_at(e, depth + 1));
+        items.push_back(std::move(v));
+      }
+      return Value::list(std::move(items));
+    }
+    case nlohmann::ordered_json::value_t::object: {
+      DictData d;
+      d.items.reserve(j.size());
+      for (const auto& [k, e] : j.items()) {
+        HR_ASSIGN_OR_RETURN(Value v, from_json_at(e, depth + 1));
+        d.items.emplace_back(Value::string(k), std::move(v));
+      }
+      return Value::dict(std::move(d));
+    }
+    default:
+      return Value::none();
+  }
+}
+
+}  // namespace
+
+util::Result<Value> from_json(const nlohmann::ordered_json& j) {
+  return from_json_at(j, 0);
+}
 
 util::Result<std::string> to_json(const Value& v, const JsonOptions& options) {
   Writer w(options);

@@ -14,8 +14,19 @@ std::string_view embedded_template(std::string_view name);  // generated from te
 
 namespace {
 
+// Errors are one line: a newline quoted from the template is written as \n.
 util::Error template_error(const util::Error& e) {
-  return e.with_context("chat template");
+  std::string one_line;
+  for (char c : e.message()) {
+    if (c == '\n') {
+      one_line += "\\n";
+    } else if (c == '\r') {
+      one_line += "\\r";
+    } else {
+      one_line += c;
+    }
+  }
+  return util::Error(one_line).with_context("chat template");
 }
 
 }  // namespace
@@ -49,6 +60,7 @@ util::Result<std::string> Template::render(const nlohmann::ordered_json& variabl
   }
   Interpreter interp(options);
   auto out = interp.render(program_->body, globals);
+  if (!out && interp.raised()) return out.error().with_context("chat template");  // verbatim
   if (!out) return template_error(out.error());
   return out;
 }

@@ -20,9 +20,6 @@ namespace {
 
 using tensor::f16_to_f32;
 
-// Tokens whose activation rows one pass over a weight row serves (see dot_q / dot_float).
-constexpr int kTile = 4;
-
 // --- Activation partners ------------------------------------------------------------------------
 
 void to_f32(const float* x, void* out, int64_t n) {

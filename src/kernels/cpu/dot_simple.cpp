@@ -31,17 +31,19 @@ void to_q8_0(const float* x, void* out, int64_t n) {
 }
 
 // Q8_1: Q8_0's rounding plus s = d · Σq, which the offset formats' min term needs.
+void q8_1_block(const float* x, tensor::BlockQ8_1& out) {
+  tensor::BlockQ8_0 q;
+  tensor::quantize_row_q8_0(x, &q, 32);
+  int sum = 0;
+  for (int j = 0; j < 32; ++j) sum += q.qs[j];
+  out.d = q.d;
+  out.s = tensor::f32_to_f16(f16_to_f32(q.d) * static_cast<float>(sum));
+  std::memcpy(out.qs, q.qs, 32);
+}
+
 void to_q8_1(const float* x, void* out, int64_t n) {
   auto* blocks = static_cast<tensor::BlockQ8_1*>(out);
-  for (int64_t b = 0; b < n / 32; ++b) {
-    tensor::BlockQ8_0 q;
-    tensor::quantize_row_q8_0(x + b * 32, &q, 32);
-    int sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q.qs[j];
-    blocks[b].d = q.d;
-    blocks[b].s = tensor::f32_to_f16(f16_to_f32(q.d) * static_cast<float>(sum));
-    std::memcpy(blocks[b].qs, q.qs, 32);
-  }
+  for (int64_t b = 0; b < n / 32; ++b) q8_1_block(x + b * 32, blocks[b]);
 }
 
 // --- Portable scalar kernels ---------------------------------------------------------------------
@@ -162,28 +164,28 @@ constexpr bool kVnni = true;
 #pragma GCC pop_options
 
 // The kernels of one SIMD namespace, by weight type.
-#define HEADROOM_SIMD_KERNELS(ns)                              \
-  DotKernel ns##_kernel(DType weight) {                        \
-    switch (weight) {                                          \
-      case DType::kF32:                                        \
-        return {DType::kF32, to_f32, ns::dot_float<ns::F32>};  \
-      case DType::kF16:                                        \
-        return {DType::kF32, to_f32, ns::dot_float<ns::F16>};  \
-      case DType::kBF16:                                       \
-        return {DType::kF32, to_f32, ns::dot_float<ns::BF16>}; \
-      case DType::kQ8_0:                                       \
-        return {DType::kQ8_0, to_q8_0, ns::dot_q<ns::Q8_0>};   \
-      case DType::kQ4_0:                                       \
-        return {DType::kQ8_0, to_q8_0, ns::dot_q<ns::Q4_0>};   \
-      case DType::kQ5_0:                                       \
-        return {DType::kQ8_0, to_q8_0, ns::dot_q<ns::Q5_0>};   \
-      case DType::kQ4_1:                                       \
-        return {DType::kQ8_1, to_q8_1, ns::dot_q<ns::Q4_1>};   \
-      case DType::kQ5_1:                                       \
-        return {DType::kQ8_1, to_q8_1, ns::dot_q<ns::Q5_1>};   \
-      default:                                                 \
-        return {};                                             \
-    }                                                          \
+#define HEADROOM_SIMD_KERNELS(ns)                                \
+  DotKernel ns##_kernel(DType weight) {                          \
+    switch (weight) {                                            \
+      case DType::kF32:                                          \
+        return {DType::kF32, to_f32, ns::dot_float<ns::F32>};    \
+      case DType::kF16:                                          \
+        return {DType::kF32, to_f32, ns::dot_float<ns::F16>};    \
+      case DType::kBF16:                                         \
+        return {DType::kF32, to_f32, ns::dot_float<ns::BF16>};   \
+      case DType::kQ8_0:                                         \
+        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q8_0>}; \
+      case DType::kQ4_0:                                         \
+        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q4_0>}; \
+      case DType::kQ5_0:                                         \
+        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q5_0>}; \
+      case DType::kQ4_1:                                         \
+        return {DType::kQ8_1, ns::to_q8_1, ns::dot_q<ns::Q4_1>}; \
+      case DType::kQ5_1:                                         \
+        return {DType::kQ8_1, ns::to_q8_1, ns::dot_q<ns::Q5_1>}; \
+      default:                                                   \
+        return {};                                               \
+    }                                                            \
   }
 HEADROOM_SIMD_KERNELS(avx2)
 HEADROOM_SIMD_KERNELS(vnni)

@@ -109,6 +109,19 @@ void BM_KquantDot(benchmark::State& state) {
       iterations * static_cast<double>(d.m.row_bytes * kRows) / 1e9, benchmark::Counter::kIsRate);
 }
 
+// The activation conversion alone (one 4096-value row to Q8_K): what T rows add to a product.
+void BM_ToQ8K(benchmark::State& state) {
+  const Data& d = data(DType::kQ4_K);
+  const kernels::cpu::DotKernel k = kernels::cpu::dot_kernel(DType::kQ4_K, kernels::cpu::cpu_isa());
+  std::vector<uint8_t> out(static_cast<size_t>(tensor::row_bytes(DType::kQ8_K, kCols)));
+  for (auto _ : state) {
+    k.to_partner(d.x.data(), out.data(), kCols);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["values/s"] = benchmark::Counter(static_cast<double>(state.iterations()) * kCols,
+                                                  benchmark::Counter::kIsRate);
+}
+
 void args(benchmark::internal::Benchmark* b) {
   const int best = static_cast<int>(kernels::cpu::cpu_isa());
   for (DType t : {DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_XS}) {
@@ -126,4 +139,5 @@ void args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_KquantDot)->Apply(args)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ToQ8K)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -15,6 +15,10 @@ namespace kernels {
 
 using tensor::DType;
 
+// The most experts a MoE layer may have (the CPU router keeps one token's probabilities on the
+// stack; model::Spec refuses larger files). The largest released models use 384.
+inline constexpr int kMaxExperts = 512;
+
 // A weight matrix in its stored format.
 struct Matrix {
   const void* data = nullptr;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/ops.h"
 #include "model/metadata.h"
 #include "util/log.h"
 
@@ -252,6 +253,10 @@ util::Result<Spec> gemma4_spec(const gguf::File& file) {
             fmt::format("layer {} has a router but expert_count {}, expert_used_count {}, "
                         "expert_feed_forward_length {} are inconsistent",
                         il, n_expert, n_expert_used, n_ff_exp));
+      }
+      if (l.n_expert > kernels::kMaxExperts) {
+        return meta.error(fmt::format("layer {}: {} experts; headroom routes at most {}", il,
+                                      n_expert, kernels::kMaxExperts));
       }
     }
     if (l.is_sliding() && l.window <= 0) {

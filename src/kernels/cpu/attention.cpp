@@ -1,45 +1,59 @@
-// CpuBackend::attention: one pass over the cache per (token, head) with an online softmax (running
-// maximum and sum), reading K and V rows in their stored type and dequantizing only the blocks
-// that cover the head into a small buffer on the stack.
+// CpuBackend::attention: one pass over the cache per (token, head) work item with an online
+// softmax (running maximum and sum), in chunks of 16 cells (one storage block):
+//   1. scores of the chunk's visible cells, q·k decoded from the stored K row in registers;
+//   2. if the chunk raises the maximum, rescale the running sum and accumulator once;
+//   3. weights e^(s − max) for the chunk (vector exp), then acc += w·v decoded from V likewise.
+// Each work item is one thread's, in cell order: results depend on neither batch nor threads.
+//
+// The AVX2 path reads f32/f16/q8_0/q4_0 rows in place: f16 through F16C, q8_0/q4_0 one 32-value
+// block at a time (int8 → f32 in registers, block scale applied once per block). It needs the
+// head's slice of a row to cover whole blocks (head_dim a multiple of 8, or of 32 for q8_0 and
+// q4_0); otherwise — and without AVX2 — the portable path decodes the blocks covering the head
+// into a buffer on the stack.
 #include <cmath>
 #include <limits>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "kernels/cpu/backend.h"
+#include "kernels/cpu/simd.h"
+#include "tensor/blocks.h"
 #include "tensor/dequantize.h"
+#include "tensor/fp16.h"
 
 namespace kernels::cpu {
 namespace {
 
 constexpr int kMaxHeadDim = 1024;  // model::kMaxHeadDim: the kernels sit below model
 constexpr int kMaxBlock = 32;  // values per block of the cache types (f32/f16: 1, q8_0/q4_0: 32)
+constexpr int kChunk = 16;     // cells per softmax step (kv::Cache's block)
 
-#if defined(__x86_64__)
-// f16 → f32 with F16C, 8 at a time (the portable converter is bit-exact too, but ~10× slower,
-// and f16 is the default cache type).
-__attribute__((target("avx2,f16c"))) void f16_to_f32_f16c(const uint16_t* src, float* dst, int n) {
-  int i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(dst + i,
-                     _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
+// One (token, head) of the batch: what every path needs.
+struct HeadTask {
+  const KvSpan& kv;
+  const float* q;  // [head_dim]
+  float* out;      // [head_dim]
+  int first;       // offset of this head's KV head in a cache row, in values
+  int d;           // head_dim
+  int32_t q_pos;
+  int window;
+  float scale;
+
+  bool visible(int c) const {
+    const int32_t p = kv.cell_pos[c];
+    return p >= 0 && p <= q_pos && (window == 0 || p > q_pos - window);
   }
-  for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i]);
-}
-const bool kHasF16c = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-#endif
+  const uint8_t* k_row(int c) const {
+    return kv.k_blocks[c / kv.cells_per_block] +
+           static_cast<size_t>(c % kv.cells_per_block) * kv.k_row_bytes;
+  }
+  const uint8_t* v_row(int c) const {
+    return kv.v_blocks[c / kv.cells_per_block] +
+           static_cast<size_t>(c % kv.cells_per_block) * kv.v_row_bytes;
+  }
+};
 
-// Dequantizes the values [first, first + count) of a cache row into `out`, decoding only the
+// Dequantizes the values [first, first + count) of a cache row into `buffer`, decoding only the
 // blocks that cover them. Returns a pointer to value `first`.
 const float* head_slice(DType type, const uint8_t* row, int first, int count, float* buffer) {
-#if defined(__x86_64__)
-  if (type == DType::kF16 && kHasF16c) {
-    f16_to_f32_f16c(reinterpret_cast<const uint16_t*>(row) + first, buffer, count);
-    return buffer;
-  }
-#endif
   const int block = static_cast<int>(tensor::block_values(type));
   const int b0 = first / block, b1 = (first + count + block - 1) / block;
   const uint8_t* src = row + tensor::row_bytes(type, static_cast<int64_t>(b0) * block);
@@ -48,45 +62,247 @@ const float* head_slice(DType type, const uint8_t* row, int first, int count, fl
   return buffer + (first - b0 * block);
 }
 
+// The portable path: the same chunked online softmax in scalar code.
+void attend_portable(const HeadTask& h) {
+  float k_buffer[kMaxHeadDim + 2 * kMaxBlock], v_buffer[kMaxHeadDim + 2 * kMaxBlock],
+      acc[kMaxHeadDim] = {};
+  float max_score = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+  for (int c0 = 0; c0 < h.kv.n_cells; c0 += kChunk) {
+    const int c1 = std::min(h.kv.n_cells, c0 + kChunk);
+    float score[kChunk];
+    int cell[kChunk], n = 0;
+    float chunk_max = -std::numeric_limits<float>::infinity();
+    for (int c = c0; c < c1; ++c) {
+      if (!h.visible(c)) continue;
+      const float* k = head_slice(h.kv.k_type, h.k_row(c), h.first, h.d, k_buffer);
+      float dot = 0.0f;
+      for (int i = 0; i < h.d; ++i) dot += h.q[i] * k[i];
+      score[n] = dot * h.scale;
+      chunk_max = std::max(chunk_max, score[n]);
+      cell[n++] = c;
+    }
+    if (n == 0) continue;
+    if (chunk_max > max_score) {  // e^(−inf) = 0 on the first visible chunk
+      const float correction = std::exp(max_score - chunk_max);
+      for (int i = 0; i < h.d; ++i) acc[i] *= correction;
+      sum *= correction;
+      max_score = chunk_max;
+    }
+    for (int j = 0; j < n; ++j) {
+      const float weight = std::exp(score[j] - max_score);
+      sum += weight;
+      const float* v = head_slice(h.kv.v_type, h.v_row(cell[j]), h.first, h.d, v_buffer);
+      for (int i = 0; i < h.d; ++i) acc[i] += weight * v[i];
+    }
+  }
+  for (int i = 0; i < h.d; ++i) h.out[i] = sum > 0.0f ? acc[i] / sum : 0.0f;
+}
+
+#if HR_HAS_AVX2_PATH
+namespace avx2 {
+
+// Readers of one head's slice of a cache row (the slice covers whole blocks): dot(q, row) and
+// acc += w·row, decoding in registers.
+struct F32Row {
+  HR_AVX2 static float dot(const float* q, const uint8_t* row, int first, int d) {
+    const float* k = reinterpret_cast<const float*>(row) + first;
+    __m256 s = _mm256_setzero_ps();
+    for (int i = 0; i < d; i += 8)
+      s = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), s);
+    return simd::hsum(s);
+  }
+  HR_AVX2 static void axpy(float* acc, float w, const uint8_t* row, int first, int d) {
+    const float* v = reinterpret_cast<const float*>(row) + first;
+    const __m256 vw = _mm256_set1_ps(w);
+    for (int i = 0; i < d; i += 8)
+      _mm256_storeu_ps(acc + i,
+                       _mm256_fmadd_ps(vw, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
+  }
+};
+
+HR_AVX2 inline __m256 load_f16(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+struct F16Row {
+  HR_AVX2 static float dot(const float* q, const uint8_t* row, int first, int d) {
+    const uint16_t* k = reinterpret_cast<const uint16_t*>(row) + first;
+    __m256 s = _mm256_setzero_ps();
+    for (int i = 0; i < d; i += 8) s = _mm256_fmadd_ps(_mm256_loadu_ps(q + i), load_f16(k + i), s);
+    return simd::hsum(s);
+  }
+  HR_AVX2 static void axpy(float* acc, float w, const uint8_t* row, int first, int d) {
+    const uint16_t* v = reinterpret_cast<const uint16_t*>(row) + first;
+    const __m256 vw = _mm256_set1_ps(w);
+    for (int i = 0; i < d; i += 8)
+      _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(vw, load_f16(v + i), _mm256_loadu_ps(acc + i)));
+  }
+};
+
+// 8 signed bytes → 8 floats.
+HR_AVX2 inline __m256 i8_to_f32(__m128i bytes) {
+  return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(bytes));
+}
+
+// A 32-value block as four groups of 8 signed integers (as floats), and its scale.
+struct Q8_0Row {
+  using Block = tensor::BlockQ8_0;
+  HR_AVX2 static void decode(const Block& b, __m256 v[4]) {
+    const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16));
+    v[0] = i8_to_f32(lo);
+    v[1] = i8_to_f32(_mm_srli_si128(lo, 8));
+    v[2] = i8_to_f32(hi);
+    v[3] = i8_to_f32(_mm_srli_si128(hi, 8));
+  }
+};
+
+// q4_0: value j < 16 is the low nibble of qs[j], value j ≥ 16 the high nibble of qs[j − 16],
+// both minus 8.
+struct Q4_0Row {
+  using Block = tensor::BlockQ4_0;
+  HR_AVX2 static void decode(const Block& b, __m256 v[4]) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i nibble = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(packed, nibble), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), nibble), eight);
+    v[0] = i8_to_f32(lo);
+    v[1] = i8_to_f32(_mm_srli_si128(lo, 8));
+    v[2] = i8_to_f32(hi);
+    v[3] = i8_to_f32(_mm_srli_si128(hi, 8));
+  }
+};
+
+// dot and axpy for the 32-value block formats: Σ_blocks d_b · (q_b · k_b), acc += (w·d_b)·v_b.
+template <class Format>
+struct BlockRow {
+  using Block = typename Format::Block;
+  HR_AVX2 static float dot(const float* q, const uint8_t* row, int first, int d) {
+    const Block* blocks = reinterpret_cast<const Block*>(row) + first / 32;
+    __m256 s = _mm256_setzero_ps();
+    for (int b = 0; b < d / 32; ++b) {
+      __m256 k[4];
+      Format::decode(blocks[b], k);
+      const float* qb = q + 32 * b;
+      __m256 block_dot = _mm256_mul_ps(_mm256_loadu_ps(qb), k[0]);
+      block_dot = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 8), k[1], block_dot);
+      block_dot = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 16), k[2], block_dot);
+      block_dot = _mm256_fmadd_ps(_mm256_loadu_ps(qb + 24), k[3], block_dot);
+      s = _mm256_fmadd_ps(block_dot, _mm256_set1_ps(_cvtsh_ss(blocks[b].d)), s);
+    }
+    return simd::hsum(s);
+  }
+  HR_AVX2 static void axpy(float* acc, float w, const uint8_t* row, int first, int d) {
+    const Block* blocks = reinterpret_cast<const Block*>(row) + first / 32;
+    for (int b = 0; b < d / 32; ++b) {
+      __m256 v[4];
+      Format::decode(blocks[b], v);
+      const __m256 wd = _mm256_set1_ps(w * _cvtsh_ss(blocks[b].d));
+      float* a = acc + 32 * b;
+      for (int j = 0; j < 4; ++j)
+        _mm256_storeu_ps(a + 8 * j, _mm256_fmadd_ps(wd, v[j], _mm256_loadu_ps(a + 8 * j)));
+    }
+  }
+};
+
+template <class KRow, class VRow>
+HR_AVX2 void attend(const HeadTask& h) {
+  alignas(32) float acc[kMaxHeadDim] = {};
+  float max_score = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+  for (int c0 = 0; c0 < h.kv.n_cells; c0 += kChunk) {
+    const int c1 = std::min(h.kv.n_cells, c0 + kChunk);
+    alignas(32) float score[kChunk] = {};
+    int cell[kChunk], n = 0;
+    float chunk_max = -std::numeric_limits<float>::infinity();
+    for (int c = c0; c < c1; ++c) {
+      if (!h.visible(c)) continue;
+      score[n] = KRow::dot(h.q, h.k_row(c), h.first, h.d) * h.scale;
+      chunk_max = std::max(chunk_max, score[n]);
+      cell[n++] = c;
+    }
+    if (n == 0) continue;
+    if (chunk_max > max_score) {  // e^(−inf) = 0 on the first visible chunk
+      const float correction = std::exp(max_score - chunk_max);
+      const __m256 vc = _mm256_set1_ps(correction);
+      for (int i = 0; i < h.d; i += 8)
+        _mm256_store_ps(acc + i, _mm256_mul_ps(vc, _mm256_load_ps(acc + i)));
+      sum *= correction;
+      max_score = chunk_max;
+    }
+    // Lanes past n hold stale scores; their weights are computed and never read.
+    const __m256 vmax = _mm256_set1_ps(max_score);
+    alignas(32) float weight[kChunk];
+    for (int j = 0; j < n; j += 8) {
+      _mm256_store_ps(weight + j, simd::exp(_mm256_sub_ps(_mm256_load_ps(score + j), vmax)));
+    }
+    for (int j = 0; j < n; ++j) {
+      sum += weight[j];
+      VRow::axpy(acc, weight[j], h.v_row(cell[j]), h.first, h.d);
+    }
+  }
+  const __m256 inv = _mm256_set1_ps(sum > 0.0f ? 1.0f / sum : 0.0f);
+  for (int i = 0; i < h.d; i += 8)
+    _mm256_storeu_ps(h.out + i, _mm256_mul_ps(inv, _mm256_load_ps(acc + i)));
+}
+
+using AttendFn = void (*)(const HeadTask&);
+
+template <class KRow>
+AttendFn pick_v(DType v_type) {
+  switch (v_type) {
+    case DType::kF32:
+      return attend<KRow, F32Row>;
+    case DType::kF16:
+      return attend<KRow, F16Row>;
+    case DType::kQ8_0:
+      return attend<KRow, BlockRow<Q8_0Row>>;
+    case DType::kQ4_0:
+      return attend<KRow, BlockRow<Q4_0Row>>;
+    default:
+      return nullptr;
+  }
+}
+
+int alignment(DType type) {
+  return type == DType::kF32 || type == DType::kF16 ? 8 : 32;
+}
+
+// The kernel for a K/V type pair and head size, or nullptr when the portable path must run.
+AttendFn pick(DType k_type, DType v_type, int head_dim) {
+  if (head_dim % alignment(k_type) != 0 || head_dim % alignment(v_type) != 0) return nullptr;
+  switch (k_type) {
+    case DType::kF32:
+      return pick_v<F32Row>(v_type);
+    case DType::kF16:
+      return pick_v<F16Row>(v_type);
+    case DType::kQ8_0:
+      return pick_v<BlockRow<Q8_0Row>>(v_type);
+    case DType::kQ4_0:
+      return pick_v<BlockRow<Q4_0Row>>(v_type);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace avx2
+#endif  // HR_HAS_AVX2_PATH
+
 }  // namespace
 
 void CpuBackend::attention(const AttentionBatch& b) {
   pool_.parallel_for(b.n_tokens * b.n_head, [&](int task, int) {
-    const int t = task / b.n_head, h = task % b.n_head;
+    const int t = task / b.n_head, head = task % b.n_head;
     const KvSpan& kv = *b.kv[t];
-    const int g = h / (b.n_head / kv.n_head_kv);
-    const int d = b.head_dim;
-    const int32_t q_pos = b.pos[t];
-    const float* q = b.q + (static_cast<int64_t>(t) * b.n_head + h) * d;
-    float* out = b.out + (static_cast<int64_t>(t) * b.n_head + h) * d;
-
-    float k_buffer[kMaxHeadDim + 2 * kMaxBlock], v_buffer[kMaxHeadDim + 2 * kMaxBlock],
-        acc[kMaxHeadDim];
-    float max_score = -std::numeric_limits<float>::infinity(), sum = 0.0f;
-    for (int i = 0; i < d; ++i) acc[i] = 0.0f;
-    for (int c = 0; c < kv.n_cells; ++c) {
-      const int32_t p = kv.cell_pos[c];
-      if (p < 0 || p > q_pos || (b.window > 0 && p <= q_pos - b.window)) continue;
-      const size_t in_block = static_cast<size_t>(c % kv.cells_per_block);
-      const uint8_t* k_row = kv.k_blocks[c / kv.cells_per_block] + in_block * kv.k_row_bytes;
-      const float* k = head_slice(kv.k_type, k_row, g * kv.head_dim, d, k_buffer);
-      float dot = 0.0f;
-      for (int i = 0; i < d; ++i) dot += q[i] * k[i];
-      const float score = dot * b.scale;
-      // Rescale what was accumulated when a new maximum appears; exp(−inf) = 0 on the first cell.
-      if (score > max_score) {
-        const float correction = std::exp(max_score - score);
-        for (int i = 0; i < d; ++i) acc[i] *= correction;
-        sum *= correction;
-        max_score = score;
-      }
-      const float weight = std::exp(score - max_score);
-      sum += weight;
-      const uint8_t* v_row = kv.v_blocks[c / kv.cells_per_block] + in_block * kv.v_row_bytes;
-      const float* v = head_slice(kv.v_type, v_row, g * kv.head_dim, d, v_buffer);
-      for (int i = 0; i < d; ++i) acc[i] += weight * v[i];
+    const int64_t offset = (static_cast<int64_t>(t) * b.n_head + head) * b.head_dim;
+    const HeadTask h{
+        kv,         b.q + offset, b.out + offset, head / (b.n_head / kv.n_head_kv) * kv.head_dim,
+        b.head_dim, b.pos[t],     b.window,       b.scale};
+#if HR_HAS_AVX2_PATH
+    if (avx2()) {
+      if (const avx2::AttendFn fn = avx2::pick(kv.k_type, kv.v_type, b.head_dim)) return fn(h);
     }
-    for (int i = 0; i < d; ++i) out[i] = sum > 0.0f ? acc[i] / sum : 0.0f;
+#endif
+    attend_portable(h);
   });
 }
 

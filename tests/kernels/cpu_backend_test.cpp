@@ -374,7 +374,7 @@ TEST(CpuBackend, GetRowsIsExact) {
       const auto values = random_floats(kRows * kCols, 8);
       std::vector<uint8_t> data(tensor::row_bytes(type, kCols) * kRows);
       ASSERT_TRUE(tensor::quantize_row(type, values.data(), data.data(), kRows * kCols).ok());
-      const kernels::Matrix table{data.data(), type, kCols, kRows, tensor::row_bytes(type, kCols)};
+      const kernels::Matrix table{data.data(), type, kCols, kRows, static_cast<size_t>(tensor::row_bytes(type, kCols))};
       for (int n : {1, 3, 200}) {  // 200 × 96: above the threading threshold
         std::vector<int32_t> ids(n);
         for (int i = 0; i < n; ++i) ids[i] = (i * 31 + 7) % kRows;

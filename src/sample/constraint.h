@@ -29,5 +29,10 @@ class Constraint {
 // unsupported or invalid schema is an error naming the feature and its JSON path.
 util::Result<std::unique_ptr<Constraint>> compile_response_format(const nlohmann::json& response_format,
                                                                    const tokenizer::Tokenizer& tokenizer);
+// The same for a body parsed as nlohmann::ordered_json: object properties are then generated in
+// the order the schema lists them (a plain nlohmann::json has already sorted them by name). The
+// vocabulary index behind the masks is built once per vocabulary and shared by later calls.
+util::Result<std::unique_ptr<Constraint>> compile_response_format(const nlohmann::ordered_json& response_format,
+                                                                   const tokenizer::Tokenizer& tokenizer);
 
 }  // namespace sample

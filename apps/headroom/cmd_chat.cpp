@@ -1,39 +1,13 @@
 // headroom chat: an interactive conversation rendered with the model's own chat template.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "chat/template.h"
 #include "commands.h"
 #include "generation.h"
 
 namespace cli {
-namespace {
-
-// --chat-template NAME|FILE, else the template in the GGUF, else a built-in for the architecture.
-util::Result<std::string> choose_template(const std::string& override_value, const gguf::File& file,
-                                          const model::Spec& spec) {
-  if (!override_value.empty()) {
-    if (auto builtin = chat::builtin_template(override_value)) return std::string(*builtin);
-    std::ifstream in(override_value, std::ios::binary);
-    if (!in) {
-      return util::errorf("--chat-template '{}' is neither a built-in name (gemma4, chatml, llama3) nor a readable "
-                          "file", override_value);
-    }
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-  HR_ASSIGN_OR_RETURN(auto stored, file.get_string("tokenizer.chat_template"));
-  if (stored) return std::string(*stored);
-  if (spec.arch == model::Arch::kGemma4) return std::string(*chat::builtin_template("gemma4"));
-  return util::errorf("{} has no chat template — pass --chat-template chatml, llama3, gemma4 or a .jinja file",
-                      file.name());
-}
-
-}  // namespace
 
 void add_chat(CLI::App& app, int& exit_code) {
   struct Options {
@@ -58,7 +32,7 @@ void add_chat(CLI::App& app, int& exit_code) {
     };
     auto session = open_session(o->plan);
     if (!session) return fail(session.error().message(), kExitBadInput);
-    auto source = choose_template(o->chat_template, *session->planned.file, session->planned.spec);
+    auto source = choose_chat_template(o->chat_template, *session->planned.file, session->planned.spec);
     if (!source) return fail(source.error().message(), kExitBadInput);
     auto parsed = chat::Template::parse(*source);
     if (!parsed) return fail(parsed.error().message() + " — pass --chat-template chatml, llama3, gemma4 or a file",

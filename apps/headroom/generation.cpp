@@ -3,8 +3,11 @@
 
 #include <csignal>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <random>
 
+#include "chat/template.h"
 #include "kernels/cpu/dot.h"
 #include "plan/report.h"
 #include "util/units.h"
@@ -118,6 +121,31 @@ util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
   }
   on_text(decoder.flush());
   return g;
+}
+
+util::Result<std::string> choose_chat_template(const std::string& override_value, const gguf::File& file,
+                                               const model::Spec& spec, std::string_view fallback) {
+  if (!override_value.empty()) {
+    if (auto builtin = chat::builtin_template(override_value)) return std::string(*builtin);
+    std::ifstream in(override_value, std::ios::binary);
+    if (!in) {
+      return util::errorf("--chat-template '{}' is neither a built-in name (gemma4, chatml, llama3) nor a readable "
+                          "file", override_value);
+    }
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+  HR_ASSIGN_OR_RETURN(auto stored, file.get_string("tokenizer.chat_template"));
+  if (stored) return std::string(*stored);
+  if (spec.arch == model::Arch::kGemma4) return std::string(*chat::builtin_template("gemma4"));
+  if (!fallback.empty()) {
+    std::fprintf(stderr, "%s has no chat template: using the built-in %.*s (choose with --chat-template)\n",
+                 file.name().c_str(), static_cast<int>(fallback.size()), fallback.data());
+    return std::string(*chat::builtin_template(fallback));
+  }
+  return util::errorf("{} has no chat template — pass --chat-template chatml, llama3, gemma4 or a .jinja file",
+                      file.name());
 }
 
 std::string kernels_description(const plan::Request& r) {

@@ -97,8 +97,13 @@ void Scheduler::cancel(int id) {
   for (auto& s : running_) {
     if (s->id == id) s->cancelled = true;
   }
-  for (auto& s : waiting_) {
-    if (s->id == id) s->cancelled = true;
+  // A waiting request holds no KV; it leaves the queue now so its place serves the next one.
+  for (auto it = waiting_.begin(); it != waiting_.end(); ++it) {
+    if ((*it)->id == id) {
+      finish(**it, FinishReason::kCancelled);
+      waiting_.erase(it);
+      return;
+    }
   }
 }
 

@@ -40,7 +40,8 @@ class Scheduler {
   ~Scheduler();
 
   SubmitResult submit(Request request);
-  // Ends a request at the next step boundary and frees its KV cache at once.
+  // A running request ends at the next step boundary, freeing its KV cache then; a waiting one
+  // leaves the queue at once. Either way on_done reports kCancelled.
   void cancel(int id);
   bool idle() const { return running_.empty() && waiting_.empty(); }
   int n_running() const { return static_cast<int>(running_.size()); }

@@ -24,6 +24,7 @@ void add_chat(CLI::App& app, int& exit_code);
 void add_kld(CLI::App& app, int& exit_code);
 void add_bench(CLI::App& app, int& exit_code);
 void add_serve(CLI::App& app, int& exit_code);
+void add_load(CLI::App& app, int& exit_code);
 
 // Which kernels run a model, and on how many threads (every command that evaluates one).
 struct KernelFlags {
@@ -38,5 +39,8 @@ util::Result<tokenizer::Tokenizer> load_tokenizer(const std::string& path);
 
 // The model used when a command gets no -m: the shipped stories260K.
 std::string default_model_path();
+// A file shipped in the repository (e.g. "bench/load/default-mix.jsonl"), found above the binary,
+// else the relative path itself (from the working directory).
+std::string shipped_file(const std::string& relative);
 
 }  // namespace cli

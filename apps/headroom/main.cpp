@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   cli::add_kld(app, exit_code);
   cli::add_bench(app, exit_code);
   cli::add_serve(app, exit_code);
+  cli::add_load(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   cli::add_chat(app, exit_code);
   cli::add_kld(app, exit_code);
   cli::add_bench(app, exit_code);
+  cli::add_doctor(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

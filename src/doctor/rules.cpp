@@ -413,9 +413,11 @@ const std::vector<Rule> kRules = {
  "the GPU runs in a low-power state (power-saving mode, application clocks, or a driver setting)",
  "check `nvidia-smi -q -d PERFORMANCE,CLOCK`, enable persistence mode, reset application clocks",
  [](const Observations& o) -> Fire {
-   const GpuSample* s = slowest_gpu(*o.throttle);
-   if (!s || s->sm_clock_mhz >= kClockLow * s->max_sm_clock_mhz || s->utilization < 0.5) return {};
-   return Finding{gpu_line(*s), ""};
+   for (const auto& s : o.throttle->samples) {
+     const bool reason = s.thermal_slowdown || s.hw_slowdown || s.power_cap;
+     if (!reason && s.utilization >= 0.5 && s.sm_clock_mhz < kClockLow * s.max_sm_clock_mhz) return Finding{gpu_line(s), ""};
+   }
+   return {};
  }},
 {"throttling", "throttle.none", Status::kOk,
  "clocks near maximum under load, no throttle reason",

@@ -126,9 +126,16 @@ Probe<EndpointFacts> probe_endpoint(const EndpointOptions& o) {
     return P::skipped(
         fmt::format("--endpoint '{}': give an http:// URL, e.g. http://127.0.0.1:8080", o.url));
   const std::string model = server_model(*target);
+  // An untimed first request: a server may load its model or warm its caches on it.
+  const Stream warm_up = stream_once(*target, model, o);
+  if (!warm_up.ok) {
+    return P::skipped(
+        fmt::format("could not complete one request at {}: {}", o.url, warm_up.error));
+  }
   const Stream single = stream_once(*target, model, o);
-  if (!single.ok)
+  if (!single.ok) {
     return P::skipped(fmt::format("could not complete one request at {}: {}", o.url, single.error));
+  }
   EndpointFacts f;
   f.url = o.url;
   f.single_ttft = seconds(single.start, single.first);

@@ -25,6 +25,7 @@ void add_kld(CLI::App& app, int& exit_code);
 void add_bench(CLI::App& app, int& exit_code);
 void add_serve(CLI::App& app, int& exit_code);
 void add_load(CLI::App& app, int& exit_code);
+void add_doctor(CLI::App& app, int& exit_code);
 
 // Which kernels run a model, and on how many threads (every command that evaluates one).
 struct KernelFlags {

@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   cli::add_bench(app, exit_code);
   cli::add_serve(app, exit_code);
   cli::add_load(app, exit_code);
+  cli::add_doctor(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

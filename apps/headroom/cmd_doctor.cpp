@@ -1,0 +1,56 @@
+// headroom doctor: diagnoses this machine and model from measured evidence — a verdict table of
+// observation → likely cause → action per check (the rules are in src/doctor/rules.cpp).
+#include <cstdio>
+
+#include "commands.h"
+#include "doctor/doctor.h"
+#include "plan_flags.h"
+
+namespace cli {
+
+void add_doctor(CLI::App& app, int& exit_code) {
+  struct Options {
+    PlanFlags plan;
+    std::string endpoint;
+    bool json = false;
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("doctor",
+                                     "Diagnose speed from measured evidence: placement, fit, "
+                                     "backend, partial offload, KV growth, memory "
+                                     "pressure, contention, GPU throttling, roofline; a verdict "
+                                     "table of observation → cause → action");
+  add_plan_flags(cmd, o->plan, false);
+  cmd->add_option("--endpoint", o->endpoint,
+                  "Also probe an OpenAI-compatible server, e.g. http://127.0.0.1:8080 (first-token "
+                  "time and tok/s, "
+                  "one stream vs 4)");
+  cmd->add_flag("--json", o->json, "Print verdicts and the raw measurements as one JSON document");
+  cmd->callback([o, &exit_code] {
+    auto planned = plan_model(o->plan);
+    if (!planned) {
+      std::fprintf(stderr, "doctor: %s\n", planned.error().message().c_str());
+      exit_code = kExitBadInput;
+      return;
+    }
+    doctor::Options options{.file = planned->file,
+                            .spec = planned->spec,
+                            .plan = planned->plan,
+                            .endpoint = o->endpoint};
+    auto report = doctor::run(options);
+    if (!report) {
+      std::fprintf(stderr, "doctor: %s\n", report.error().message().c_str());
+      exit_code = kExitFailure;
+      return;
+    }
+    report->model = planned->source;
+    if (o->json) {
+      std::printf("%s\n", doctor::report_json(*report).dump(2).c_str());
+    } else {
+      std::printf("%s", doctor::format_report(*report).c_str());
+    }
+    exit_code = kExitOk;
+  });
+}
+
+}  // namespace cli

@@ -1,0 +1,42 @@
+// doctor::run — runs every probe on this machine (plan facts, the engine's decode speed at two
+// depths and with concurrent streams, memory and CPU samples, GPU telemetry, an endpoint) and
+// applies the rules (rules.h) to what they measured.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "doctor/gpu_telemetry.h"
+#include "doctor/rules.h"
+#include "gguf/file.h"
+#include "model/spec.h"
+#include "plan/planner.h"
+
+namespace doctor {
+
+struct Options {
+  std::shared_ptr<gguf::File> file;
+  model::Spec spec;
+  plan::Plan plan;              // the user's request as planned (with a what-if GPU if asked)
+  std::string endpoint;         // --endpoint URL; empty: not probed
+  GpuTelemetry* gpu = nullptr;  // null: default_gpu_telemetry()
+  int n_gen = 48;               // tokens decoded per speed measurement
+  int n_concurrent = 4;
+  double min_measured_tps = 5;  // below this predicted speed the engine is not measured (too slow)
+};
+
+struct Report {
+  Observations observations;
+  std::vector<Verdict> verdicts;
+  std::string model;  // what was diagnosed
+  double seconds = 0;
+};
+
+util::Result<Report> run(const Options& options);
+
+std::string format_report(const Report& report);
+nlohmann::ordered_json report_json(const Report& report);
+
+}  // namespace doctor

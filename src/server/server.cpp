@@ -2,11 +2,14 @@
 #include "server/server.h"
 
 #include <httplib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
@@ -208,6 +211,7 @@ struct Server::Impl {
   std::atomic<uint64_t> next_id{0};
   int64_t created = 0;
   int bound_port = -1;
+  int listen_socket = -1;  // captured when httplib creates it, to widen its backlog
 };
 
 namespace {
@@ -249,7 +253,9 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
   // Structured output fails closed: a format the constraint cannot enforce is refused here.
   std::shared_ptr<sample::Constraint> constraint;
   if (!r.response_format.is_null()) {
-    auto compiled = sample::compile_response_format(r.response_format, tokenizer);
+    // Parsed again keeping key order, so properties are generated in the order the schema lists them.
+    const auto ordered = nlohmann::ordered_json::parse(req.body);
+    auto compiled = sample::compile_response_format(ordered["response_format"], tokenizer);
     if (!compiled) {
       ApiError e = invalid_field("response_format", compiled.error().message());
       e.code = "unsupported_response_format";
@@ -518,10 +524,22 @@ util::Result<std::unique_ptr<Server>> Server::create(engine::Engine& engine, con
 
 util::Status Server::bind() {
   const auto& o = impl_->options;
+  // Debian's compiled cpp-httplib listens with a backlog of 5: 32 clients connecting at once
+  // overflow it and some connections break after the SYN retransmit. The socket is captured as
+  // httplib creates it (keeping its default SO_REUSEADDR, but not SO_REUSEPORT, so a second
+  // server on a taken port fails) and listen() is called again below with the system's maximum.
+  impl_->http.set_socket_options([this](socket_t sock) {
+    const int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    impl_->listen_socket = sock;
+  });
   if (o.port == 0) {
     impl_->bound_port = impl_->http.bind_to_any_port(o.host);
   } else {
     impl_->bound_port = impl_->http.bind_to_port(o.host, o.port) ? o.port : -1;
+  }
+  if (impl_->bound_port >= 0 && impl_->listen_socket >= 0 && ::listen(impl_->listen_socket, SOMAXCONN) != 0) {
+    return util::errorf("cannot widen the listen backlog of port {}: {}", impl_->bound_port, std::strerror(errno));
   }
   if (impl_->bound_port < 0) {
     return util::errorf("cannot listen on {}:{} — the port is taken or the address is not this machine's; pick "

@@ -268,7 +268,6 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
   auto generation = std::make_shared<Generation>(tokenizer, r.stop);
   engine::Request request;
   request.prompt = std::move(std::get<std::vector<int32_t>>(prompt));
-  const int n_prompt = static_cast<int>(request.prompt.size());
   request.max_tokens = r.max_tokens;
   request.sampling = r.sampling;
   request.end_ids = tokenizer.end_of_generation();
@@ -322,9 +321,7 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
   switch (submitted.refusal) {
     case engine::Refusal::kNone: break;
     case engine::Refusal::kContextExceeded: {
-      ApiError e = invalid_field(chat ? "messages" : "prompt",
-                                 fmt::format("this model's context is {} tokens but the prompt has {} tokens: {}",
-                                             engine.n_ctx(), n_prompt, submitted.message));
+      ApiError e = invalid_field(chat ? "messages" : "prompt", submitted.message);
       e.code = "context_length_exceeded";
       return send_error(res, e, "context_length_exceeded");
     }

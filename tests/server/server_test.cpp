@@ -301,7 +301,7 @@ TEST(Server, BadRequestsGetTheRightStatusNamingTheField) {
   // The context error gives both counts.
   auto res = c.Post("/v1/completions", cases[7].body, "application/json");
   ASSERT_TRUE(res);
-  EXPECT_TRUE(std::regex_search(res->body, std::regex("context is 64 tokens but the prompt has [0-9]+ tokens")))
+  EXPECT_TRUE(std::regex_search(res->body, std::regex("the prompt has [0-9]+ tokens but the context holds 64")))
       << res->body;
   const std::string text = metrics_text(s);
   EXPECT_EQ(metric(text, "headroom_errors_total{type=\"too_large\"}"), 1);

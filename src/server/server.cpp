@@ -70,7 +70,9 @@ struct Metrics {
 struct Exchange {
   std::mutex mutex;
   std::condition_variable changed;
-  std::string text;                  // shown text not yet taken
+  // Shown text not yet taken, one piece per generated token (empty while a stop string or a
+  // partial UTF-8 character is held back), so a stream sends one chunk per token as OpenAI does.
+  std::vector<std::string> pieces;
   std::vector<TokenLogprob> logprobs;  // not yet taken
   bool done = false;
   engine::FinishReason reason = engine::FinishReason::kNone;
@@ -291,7 +293,7 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
     std::string shown = generation->stop.push(generation->decoder.push(token));
     {
       std::lock_guard lock(exchange->mutex);
-      exchange->text += shown;
+      exchange->pieces.push_back(std::move(shown));
       if (want_logprobs) exchange->logprobs.push_back({tok->piece(token), std::log(probability)});
     }
     exchange->changed.notify_all();
@@ -308,7 +310,7 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
     m->e2e.observe(seconds_between(stats.submitted, stats.finished));
     {
       std::lock_guard lock(exchange->mutex);
-      exchange->text += rest;
+      if (!rest.empty()) exchange->pieces.push_back(std::move(rest));
       exchange->done = true;
       exchange->reason = reason;
       exchange->stats = stats;
@@ -354,7 +356,7 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
   EngineLoop* engine_loop = loop.get();
   const int id = submitted.id;
   auto provider = [=, this](size_t, httplib::DataSink& sink) -> bool {
-    std::string text;
+    std::vector<std::string> pieces;
     std::vector<TokenLogprob> logprobs;
     bool done;
     engine::FinishReason reason;
@@ -363,9 +365,9 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
     {
       std::unique_lock lock(exchange->mutex);
       exchange->changed.wait_for(lock, std::chrono::milliseconds(50), [&] {
-        return exchange->done || !exchange->text.empty() || !exchange->logprobs.empty();
+        return exchange->done || !exchange->pieces.empty() || !exchange->logprobs.empty();
       });
-      text.swap(exchange->text);
+      pieces.swap(exchange->pieces);
       logprobs.swap(exchange->logprobs);
       done = exchange->done;
       reason = exchange->reason;
@@ -373,9 +375,8 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
       error = exchange->error;
     }
     if (stopping) return false;
-    const std::vector<TokenLogprob>* lp = want_logprobs ? &logprobs : nullptr;
     if (!stream) {
-      progress->text += text;
+      for (const std::string& piece : pieces) progress->text += piece;
       progress->logprobs.insert(progress->logprobs.end(), logprobs.begin(), logprobs.end());
       if (!done) return sink.is_writable();
       if (reason == engine::FinishReason::kError) {
@@ -398,7 +399,18 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
       out += sse(chunk_json(header, "", true, nullptr, engine::FinishReason::kNone));
       progress->role_sent = true;
     }
-    if (!text.empty() || !logprobs.empty()) out += sse(chunk_json(header, text, false, lp, engine::FinishReason::kNone));
+    // One chunk per token with text; a token whose text is held back passes its logprob on to
+    // the next chunk.
+    std::vector<TokenLogprob> pending;
+    size_t next_logprob = 0;
+    for (const std::string& piece : pieces) {
+      if (want_logprobs && next_logprob < logprobs.size()) pending.push_back(logprobs[next_logprob++]);
+      if (piece.empty()) continue;
+      out += sse(chunk_json(header, piece, false, want_logprobs ? &pending : nullptr, engine::FinishReason::kNone));
+      pending.clear();
+    }
+    while (want_logprobs && next_logprob < logprobs.size()) pending.push_back(logprobs[next_logprob++]);
+    if (!pending.empty()) out += sse(chunk_json(header, "", false, &pending, engine::FinishReason::kNone));
     if (done) {
       if (reason == engine::FinishReason::kError) {
         metrics.error("engine").inc();

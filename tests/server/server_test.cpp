@@ -206,6 +206,7 @@ TEST(Server, StreamedChatEqualsTheWholeResponse) {
   std::string text;
   std::string finish;
   json usage;
+  size_t content_chunks = 0, n_logprobs = 0;
   for (size_t i = 0; i + 1 < events.size(); ++i) {
     const json chunk = json::parse(events[i]);
     EXPECT_EQ(chunk["object"], "chat.completion.chunk");
@@ -216,10 +217,18 @@ TEST(Server, StreamedChatEqualsTheWholeResponse) {
     if (i == 0) {
       EXPECT_EQ(choice["delta"]["role"], "assistant");
     }
-    if (choice["delta"].contains("content")) text += choice["delta"]["content"].get<std::string>();
+    if (choice["delta"].contains("content")) {
+      text += choice["delta"]["content"].get<std::string>();
+      if (!choice["delta"]["content"].get<std::string>().empty()) ++content_chunks;
+    }
+    if (choice["logprobs"].is_object()) n_logprobs += choice["logprobs"]["content"].size();
     if (!choice["finish_reason"].is_null()) finish = choice["finish_reason"];
   }
   EXPECT_EQ(text, expected);
+  // A chunk per token, as OpenAI streams: every token's logprob arrives, and (this vocabulary
+  // has no multi-token characters) every generated token carries text.
+  EXPECT_EQ(n_logprobs, whole["choices"][0]["logprobs"]["content"].size());
+  EXPECT_EQ(content_chunks, n_logprobs);
   EXPECT_EQ(finish, whole["choices"][0]["finish_reason"]);
   EXPECT_EQ(usage["completion_tokens"], whole["usage"]["completion_tokens"]);
   EXPECT_EQ(usage["prompt_tokens"], whole["usage"]["prompt_tokens"]);

@@ -10,6 +10,10 @@ packages=(
   python3 python3-jinja2 python3-jsonschema python3-numpy
 )
 
+# The server's client test runs the official openai npm package: Node.js and npm from Debian
+# unless the machine already has them.
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then packages+=(nodejs npm); fi
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -249,6 +249,32 @@ TEST_P(CpuLevel, ATokenAloneAndInsideABatchGiveTheSameBits) {
   }
 }
 
+// The decode kernel over kDotRows rows gives every row the bits of the one-row kernel.
+TEST_P(CpuLevel, RowsKernelGivesEachRowTheBitsOfTheRowKernel) {
+  int covered = 0;
+  for (const Case& c : kCases) {
+    const DotKernel k = kernels::cpu::dot_kernel(c.type, level());
+    if (!k.dot_rows) continue;
+    ++covered;
+    for (int64_t cols : c.cols) {
+      const Weights w = make_weights(c.type, kernels::cpu::kDotRows, cols, 5);
+      const auto x = random_floats(static_cast<size_t>(cols), 17);
+      std::vector<uint8_t> partner(tensor::row_bytes(k.partner, cols));
+      k.to_partner(x.data(), partner.data(), cols);
+      float rows[kernels::cpu::kDotRows];
+      k.dot_rows(cols, w.bytes.data(), w.m.row_bytes, partner.data(), rows);
+      for (int r = 0; r < kernels::cpu::kDotRows; ++r) {
+        float one = 0;
+        k.dot(cols, w.bytes.data() + r * w.m.row_bytes, partner.data(), 0, 1, &one, 1);
+        EXPECT_EQ(std::memcmp(&one, &rows[r], 4), 0) << tensor::dtype_name(c.type) << " cols " << cols << " row " << r;
+      }
+    }
+  }
+  if (level() != Isa::kScalar) {
+    EXPECT_GE(covered, 5);  // Q8_0, Q4_0, Q5_0, Q4_1, Q5_1
+  }
+}
+
 // The activation converters of every level write the scalar converter's bytes, on random rows and
 // on the blocks where rounding is delicate: exact halves (x·id = k + 0.5 rounds away from zero),
 // values a hair below a half, an all-zero block, subnormals (1/d overflows), inf and nan.
@@ -315,7 +341,8 @@ TEST_P(CpuLevel, MatmulMatchesTheReferenceOnAnyThreadsAndBatch) {
         std::vector<float> scalar(ref.size());
         kernels::cpu::matmul(w.m, x.data(), scalar.data(), kMaxTokens, *pools[0], scratch.data(),
                              Isa::kScalar);
-        for (int n_tokens : {1, 3, 17}) {
+        std::vector<float> batch17;
+        for (int n_tokens : {17, 3, 1}) {
           SCOPED_TRACE(testing::Message() << tensor::dtype_name(c.type) << " rows " << rows
                                           << " cols " << cols << " tokens " << n_tokens);
           std::vector<float> first;
@@ -329,6 +356,10 @@ TEST_P(CpuLevel, MatmulMatchesTheReferenceOnAnyThreadsAndBatch) {
                   << pool->size() << " threads";
             }
           }
+          // Fewer tokens (1 takes the multi-row decode kernel) give the first tokens' bits.
+          if (batch17.empty()) batch17 = first;
+          ASSERT_EQ(std::memcmp(first.data(), batch17.data(), first.size() * sizeof(float)), 0)
+              << "the first " << n_tokens << " tokens differ from the same tokens in a batch of 17";
           for (int t = 0; t < n_tokens; ++t) {
             const float* xt = x.data() + t * cols;
             for (int64_t r = 0; r < rows; ++r) {

@@ -174,15 +174,15 @@ constexpr bool kVnni = true;
       case DType::kBF16:                                         \
         return {DType::kF32, to_f32, ns::dot_float<ns::BF16>};   \
       case DType::kQ8_0:                                         \
-        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q8_0>}; \
+        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q8_0>, ns::dot_q_rows<ns::Q8_0>}; \
       case DType::kQ4_0:                                         \
-        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q4_0>}; \
+        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q4_0>, ns::dot_q_rows<ns::Q4_0>}; \
       case DType::kQ5_0:                                         \
-        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q5_0>}; \
+        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q5_0>, ns::dot_q_rows<ns::Q5_0>}; \
       case DType::kQ4_1:                                         \
-        return {DType::kQ8_1, ns::to_q8_1, ns::dot_q<ns::Q4_1>}; \
+        return {DType::kQ8_1, ns::to_q8_1, ns::dot_q<ns::Q4_1>, ns::dot_q_rows<ns::Q4_1>}; \
       case DType::kQ5_1:                                         \
-        return {DType::kQ8_1, ns::to_q8_1, ns::dot_q<ns::Q5_1>}; \
+        return {DType::kQ8_1, ns::to_q8_1, ns::dot_q<ns::Q5_1>, ns::dot_q_rows<ns::Q5_1>}; \
       default:                                                   \
         return {};                                               \
     }                                                            \

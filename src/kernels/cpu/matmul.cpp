@@ -74,7 +74,13 @@ void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::Threa
     const int64_t r0 = task % n_chunks * chunk, r1 = std::min(w.n_rows, r0 + chunk);
     const uint8_t* xt = xp + t0 * x_stride;
     float* yt = y + static_cast<int64_t>(t0) * w.n_rows;
-    for (int64_t r = r0; r < r1; ++r) {
+    int64_t r = r0;
+    if (nt == 1 && kernel.dot_rows && !dequantize_rows) {
+      for (; r + kDotRows <= r1; r += kDotRows) {
+        kernel.dot_rows(w.n_cols, static_cast<const uint8_t*>(w.data) + r * w.row_bytes, w.row_bytes, xt, yt + r);
+      }
+    }
+    for (; r < r1; ++r) {
       const void* row = static_cast<const uint8_t*>(w.data) + r * w.row_bytes;
       if (dequantize_rows) {
         float* f = row_scratch + thread * row_scratch_stride;

@@ -15,7 +15,8 @@ namespace {
 
 // The table row docs/doctor.md should have for a rule (a failure prints it, ready to paste).
 std::string expected_row(const Rule& r) {
-  return fmt::format("| `{}` | {} | {} | {} | {} |", r.id, status_name(r.status), r.when, r.cause, r.action);
+  return fmt::format("| `{}` | {} | {} | {} | {} |", r.id, status_name(r.status), r.when, r.cause,
+                     r.action);
 }
 
 std::vector<std::string> doc_lines() {
@@ -34,11 +35,13 @@ TEST(DoctorDocs, EveryRuleHasItsRowVerbatim) {
     for (std::string_view text : {r.when, r.cause, r.action})
       ASSERT_EQ(text.find('|'), std::string_view::npos) << r.id << ": '|' in " << text;
     const std::string key = fmt::format("| `{}` |", r.id);
-    const auto row = std::find_if(lines.begin(), lines.end(), [&](const std::string& l) { return l.rfind(key, 0) == 0; });
+    const auto row = std::find_if(lines.begin(), lines.end(),
+                                  [&](const std::string& l) { return l.rfind(key, 0) == 0; });
     if (row == lines.end()) {
       ADD_FAILURE() << "docs/doctor.md has no row for rule " << r.id << "; add:\n" << want;
     } else {
-      EXPECT_EQ(*row, want) << "docs/doctor.md's row for " << r.id << " differs from src/doctor/rules.cpp";
+      EXPECT_EQ(*row, want) << "docs/doctor.md's row for " << r.id
+                            << " differs from src/doctor/rules.cpp";
     }
   }
 }
@@ -52,12 +55,14 @@ TEST(DoctorDocs, EveryRowIsARuleAndEveryCheckHasASection) {
     std::smatch m;
     if (!std::regex_search(line, m, row)) continue;
     ++rows;
-    EXPECT_TRUE(ids.count(m[1].str())) << "docs/doctor.md lists " << m[1] << ", which src/doctor/rules.cpp does not have";
+    EXPECT_TRUE(ids.count(m[1].str()))
+        << "docs/doctor.md lists " << m[1] << ", which src/doctor/rules.cpp does not have";
   }
   EXPECT_EQ(rows, static_cast<int>(ids.size())) << "one row per rule";
   const std::string doc = testing_util::read_text(testing_util::source_dir() / "docs/doctor.md");
   for (std::string_view check : checks())
-    EXPECT_NE(doc.find(fmt::format("### {}\n", check)), std::string::npos) << "no section for the check " << check;
+    EXPECT_NE(doc.find(fmt::format("### {}\n", check)), std::string::npos)
+        << "no section for the check " << check;
 }
 
 }  // namespace

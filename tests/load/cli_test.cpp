@@ -1,9 +1,9 @@
 // `headroom load` end to end against our own `headroom serve` on the shipped stories260K.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -56,7 +56,8 @@ class ChildServer {
 };
 
 // Waits for the "serving … on http://127.0.0.1:PORT" line; empty when it never comes.
-std::string wait_for_url(const ChildServer& server, const std::filesystem::path& log, double seconds) {
+std::string wait_for_url(const ChildServer& server, const std::filesystem::path& log,
+                         double seconds) {
   static const std::regex line(R"(serving .* on (http://127\.0\.0\.1:[0-9]+))");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
   while (std::chrono::steady_clock::now() < deadline && server.running()) {
@@ -73,15 +74,17 @@ TEST(LoadCli, DrivesHeadroomServeAndReportsEveryRequest) {
   ChildServer server(dir / "serve.log");
   ASSERT_TRUE(server.started());
   const std::string url = wait_for_url(server, dir / "serve.log", 60);
-  ASSERT_FALSE(url.empty()) << "headroom serve did not start:\n" << testing_util::read_text(dir / "serve.log");
+  ASSERT_FALSE(url.empty()) << "headroom serve did not start:\n"
+                            << testing_util::read_text(dir / "serve.log");
 
   const auto json_path = dir / "report.json", html_path = dir / "report.html";
   std::string out, err;
   // A 1 s warm-up so the window is exercised: its requests must not be among the 12 measured.
-  const int rc = testing_util::run_command(testing_util::headroom_binary().string() + " load --endpoint " + url +
-                                               " -c 4 --requests 12 --warmup 1 --json " + json_path.string() +
-                                               " --html " + html_path.string(),
-                                           &out, &err);
+  const int rc =
+      testing_util::run_command(testing_util::headroom_binary().string() + " load --endpoint " +
+                                    url + " -c 4 --requests 12 --warmup 1 --json " +
+                                    json_path.string() + " --html " + html_path.string(),
+                                &out, &err);
   ASSERT_EQ(rc, 0) << out << err;
   EXPECT_TRUE(server.running()) << "the server died under load";
 
@@ -99,7 +102,8 @@ TEST(LoadCli, DrivesHeadroomServeAndReportsEveryRequest) {
     EXPECT_EQ(r["error"], "") << r.dump();
     EXPECT_GT(r["tokens"].get<int64_t>(), 0) << r.dump();
     EXPECT_GE(r["ttft_s"].get<double>(), 0) << r.dump();
-    EXPECT_LE(r["ttft_s"].get<double>(), r["end_s"].get<double>() - r["start_s"].get<double>()) << r.dump();
+    EXPECT_LE(r["ttft_s"].get<double>(), r["end_s"].get<double>() - r["start_s"].get<double>())
+        << r.dump();
     if (r["measured"].get<bool>()) {
       ++measured;
       EXPECT_GE(r["start_s"].get<double>(), window_start);
@@ -136,9 +140,10 @@ TEST(LoadCli, DrivesHeadroomServeAndReportsEveryRequest) {
 TEST(LoadCli, AnUnreachableEndpointIsOneLineAndAFailure) {
   std::string out, err;
   // Port 1 on loopback: nothing listens there.
-  const int rc = testing_util::run_command(
-      testing_util::headroom_binary().string() + " load --endpoint http://127.0.0.1:1 --requests 1 --warmup 0", &out,
-      &err);
+  const int rc =
+      testing_util::run_command(testing_util::headroom_binary().string() +
+                                    " load --endpoint http://127.0.0.1:1 --requests 1 --warmup 0",
+                                &out, &err);
   EXPECT_NE(rc, 0);
   EXPECT_NE(err.find("cannot reach http://127.0.0.1:1"), std::string::npos) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;

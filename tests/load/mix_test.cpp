@@ -39,8 +39,10 @@ TEST(ParseMix, ErrorsNameTheLineAndTheField) {
            Case{R"({"name": "b", "prompt": 3})", "\"prompt\""},
            Case{R"({"name": "b", "messages": []})", "\"messages\""},
            Case{R"({"name": "b", "messages": [{"content": "y"}]})", "\"role\""},
-           Case{R"({"name": "b", "prompt": "x", "response_format": {"schema": {}}})", "\"response_format\""},
-           Case{R"({"name": "b", "prompt": "x", "temperature": 0.5})", "unknown field \"temperature\""},
+           Case{R"({"name": "b", "prompt": "x", "response_format": {"schema": {}}})",
+                "\"response_format\""},
+           Case{R"({"name": "b", "prompt": "x", "temperature": 0.5})",
+                "unknown field \"temperature\""},
            Case{R"({"name": "a", "prompt": "again"})", "duplicate name \"a\""},
            Case{R"({"name": "b", "prompt": "x")", "not valid JSON"},
            Case{R"(["name", "b"])", "JSON object"},
@@ -65,8 +67,10 @@ TEST(ParseMix, EmptyMixAndMissingFileAreErrors) {
 TEST(ParseMix, ReadsFieldsAndTurnsAPromptIntoAUserMessage) {
   auto mix = load::parse_mix(
       "{\"name\": \"p\", \"prompt\": \"hello\"}\r\n"
-      "{\"name\": \"m\", \"weight\": 2.5, \"max_tokens\": 7, \"messages\": [{\"role\": \"system\", \"content\": \"s\"}, "
-      "{\"role\": \"user\", \"content\": \"u\"}], \"response_format\": {\"type\": \"json_object\"}}\n",
+      "{\"name\": \"m\", \"weight\": 2.5, \"max_tokens\": 7, \"messages\": [{\"role\": \"system\", "
+      "\"content\": \"s\"}, "
+      "{\"role\": \"user\", \"content\": \"u\"}], \"response_format\": {\"type\": "
+      "\"json_object\"}}\n",
       "t");
   ASSERT_TRUE(mix.ok()) << mix.error().message();
   ASSERT_EQ(mix->items.size(), 2u);
@@ -121,7 +125,8 @@ TEST(MixSchedule, SharesMatchTheWeightsOverEveryCycle) {
       ASSERT_LT(std::abs(counts[i] - ideal), 1.0 + 1e-9) << "item " << i << " after " << pick;
     }
     if (pick % 10 == 0) {
-      for (size_t i = 0; i < weights.size(); ++i) ASSERT_EQ(counts[i], pick / 10 * weights[i]) << "item " << i;
+      for (size_t i = 0; i < weights.size(); ++i)
+        ASSERT_EQ(counts[i], pick / 10 * weights[i]) << "item " << i;
     }
   }
 }

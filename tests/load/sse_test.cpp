@@ -29,7 +29,8 @@ const char* kStream =
     "\n"
     "data: [DONE]\n"
     "\n";
-const std::vector<std::string> kEvents = {"{\"a\":1}", "{\"b\":2}", "line one\nline two\n", "[DONE]"};
+const std::vector<std::string> kEvents = {"{\"a\":1}", "{\"b\":2}", "line one\nline two\n",
+                                          "[DONE]"};
 
 std::string with_crlf(const std::string& lf) {
   std::string out;
@@ -64,7 +65,8 @@ TEST(SseParser, SameEventsWhereverTheStreamIsCut) {
       ASSERT_EQ(parse_in_pieces(stream, {cut}), kEvents) << "cut at byte " << cut;
       // And a second cut after it, so a CRLF or a field can be split three ways.
       for (size_t second = cut; second <= std::min(stream.size(), cut + 3); ++second)
-        ASSERT_EQ(parse_in_pieces(stream, {cut, second}), kEvents) << "cuts at " << cut << ", " << second;
+        ASSERT_EQ(parse_in_pieces(stream, {cut, second}), kEvents)
+            << "cuts at " << cut << ", " << second;
     }
     std::vector<size_t> every_byte;
     for (size_t i = 1; i < stream.size(); ++i) every_byte.push_back(i);
@@ -86,21 +88,29 @@ TEST(SseParser, AnUnfinishedEventIsReportedAndNotDelivered) {
 }
 
 TEST(InterpretEvent, ContentReasoningAndToolCallsAreTokens) {
-  EXPECT_EQ(load::interpret_event(R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})").kind, Kind::kTokens);
-  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"reasoning_content":"hmm"}}]})").kind, Kind::kTokens);
-  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"tool_calls":[{"index":0}]}}]})").kind, Kind::kTokens);
+  EXPECT_EQ(load::interpret_event(R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})").kind,
+            Kind::kTokens);
+  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"reasoning_content":"hmm"}}]})").kind,
+            Kind::kTokens);
+  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"tool_calls":[{"index":0}]}}]})").kind,
+            Kind::kTokens);
 }
 
 TEST(InterpretEvent, RoleOnlyEmptyContentAndFinishChunksCarryNoTokens) {
-  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"role":"assistant","content":""}}]})").kind,
+  EXPECT_EQ(
+      load::interpret_event(R"({"choices":[{"delta":{"role":"assistant","content":""}}]})").kind,
+      Kind::kEmpty);
+  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{},"finish_reason":"stop"}]})").kind,
             Kind::kEmpty);
-  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{},"finish_reason":"stop"}]})").kind, Kind::kEmpty);
-  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"content":null}}]})").kind, Kind::kEmpty);
-  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"tool_calls":[]}}]})").kind, Kind::kEmpty);
+  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"content":null}}]})").kind,
+            Kind::kEmpty);
+  EXPECT_EQ(load::interpret_event(R"({"choices":[{"delta":{"tool_calls":[]}}]})").kind,
+            Kind::kEmpty);
 }
 
 TEST(InterpretEvent, UsageIsRead) {
-  const auto usage = load::interpret_event(R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}})");
+  const auto usage =
+      load::interpret_event(R"({"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":7}})");
   EXPECT_EQ(usage.kind, Kind::kEmpty);
   EXPECT_EQ(usage.prompt_tokens, 5);
   EXPECT_EQ(usage.completion_tokens, 7);
@@ -117,7 +127,8 @@ TEST(InterpretEvent, UsageIsRead) {
 
 TEST(InterpretEvent, DoneAndErrors) {
   EXPECT_EQ(load::interpret_event("[DONE]").kind, Kind::kDone);
-  const auto error = load::interpret_event(R"({"error":{"message":"context too long","type":"invalid"}})");
+  const auto error =
+      load::interpret_event(R"({"error":{"message":"context too long","type":"invalid"}})");
   EXPECT_EQ(error.kind, Kind::kError);
   EXPECT_EQ(error.detail, "context too long");
   const auto bare = load::interpret_event(R"({"error":"overloaded"})");
@@ -130,8 +141,9 @@ TEST(InterpretEvent, MalformedChunksSayWhatIsWrong) {
     const char* data;
     const char* detail;
   };
-  for (const Case& c : {Case{"not json", "not JSON"}, Case{"[DONE] ", "not JSON"}, Case{"[1,2]", "not a JSON object"},
-                        Case{R"({"id":"x"})", "no \"choices\""}, Case{R"({"choices":{}})", "no \"choices\""},
+  for (const Case& c : {Case{"not json", "not JSON"}, Case{"[DONE] ", "not JSON"},
+                        Case{"[1,2]", "not a JSON object"}, Case{R"({"id":"x"})", "no \"choices\""},
+                        Case{R"({"choices":{}})", "no \"choices\""},
                         Case{R"({"choices":[1]})", "choice is not an object"},
                         Case{R"({"choices":[{"delta":"x"}]})", "\"delta\" is not an object"}}) {
     const auto e = load::interpret_event(c.data);

@@ -21,7 +21,7 @@ TEST(Percentile, NearestRankOnHandComputedExamples) {
   EXPECT_EQ(load::percentile_sorted(ten, 51), 6);   // rank ceil(5.1) = 6
   EXPECT_EQ(load::percentile_sorted(ten, 95), 10);  // rank ceil(9.5) = 10
   EXPECT_EQ(load::percentile_sorted(ten, 100), 10);
-  EXPECT_EQ(load::percentile_sorted(ten, 1), 1);    // rank ceil(0.1) = 1
+  EXPECT_EQ(load::percentile_sorted(ten, 1), 1);  // rank ceil(0.1) = 1
   // 0.7 * 10 is 7.000000000000001 in doubles: rank 7, not 8.
   EXPECT_EQ(load::percentile_sorted(ten, 70), 7);
   const auto hundred = one_to(100);
@@ -51,7 +51,8 @@ TEST(Percentile, MatchesTheDefinitionOnRandomSamples) {
     for (int p = 1; p <= 100; ++p) {
       double expected = v.back();
       for (double candidate : v) {
-        const auto at_or_below = std::count_if(v.begin(), v.end(), [&](double x) { return x <= candidate; });
+        const auto at_or_below =
+            std::count_if(v.begin(), v.end(), [&](double x) { return x <= candidate; });
         if (at_or_below * 100 >= static_cast<long>(p) * n) {
           expected = candidate;
           break;

@@ -7,7 +7,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   clang libclang-rt-14-dev
-  python3 python3-jinja2 python3-jsonschema python3-numpy
+  python3 python3-jinja2 python3-jsonschema python3-numpy python3-pil
 )
 
 # The server's client test runs the official openai npm package: Node.js and npm from Debian

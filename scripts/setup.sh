@@ -8,6 +8,7 @@ packages=(
   libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev
   clang libclang-rt-14-dev
   python3 python3-jinja2 python3-jsonschema python3-numpy python3-pil
+  chromium
 )
 
 # The server's client test runs the official openai npm package: Node.js and npm from Debian

@@ -249,24 +249,37 @@ TEST_P(CpuLevel, ATokenAloneAndInsideABatchGiveTheSameBits) {
   }
 }
 
-// The decode kernel over kDotRows rows gives every row the bits of the one-row kernel.
+// The kernel over kDotRows rows gives every row and token the bits of the one-row kernel, in
+// decode (one token) and in prefill batches that end in every tile remainder.
 TEST_P(CpuLevel, RowsKernelGivesEachRowTheBitsOfTheRowKernel) {
+  constexpr int kRows = kernels::cpu::kDotRows;
   int covered = 0;
   for (const Case& c : kCases) {
     const DotKernel k = kernels::cpu::dot_kernel(c.type, level());
     if (!k.dot_rows) continue;
     ++covered;
     for (int64_t cols : c.cols) {
-      const Weights w = make_weights(c.type, kernels::cpu::kDotRows, cols, 5);
-      const auto x = random_floats(static_cast<size_t>(cols), 17);
-      std::vector<uint8_t> partner(tensor::row_bytes(k.partner, cols));
-      k.to_partner(x.data(), partner.data(), cols);
-      float rows[kernels::cpu::kDotRows];
-      k.dot_rows(cols, w.bytes.data(), w.m.row_bytes, partner.data(), rows);
-      for (int r = 0; r < kernels::cpu::kDotRows; ++r) {
-        float one = 0;
-        k.dot(cols, w.bytes.data() + r * w.m.row_bytes, partner.data(), 0, 1, &one, 1);
-        EXPECT_EQ(std::memcmp(&one, &rows[r], 4), 0) << tensor::dtype_name(c.type) << " cols " << cols << " row " << r;
+      for (int n_tokens : {1, 2, 3, 4, 5, 7, 9}) {
+        const Weights w = make_weights(c.type, kRows, cols, 5);
+        const auto x = random_floats(static_cast<size_t>(cols) * n_tokens, 17);
+        const size_t stride = tensor::row_bytes(k.partner, cols);
+        std::vector<uint8_t> partner(stride * n_tokens);
+        for (int t = 0; t < n_tokens; ++t)
+          k.to_partner(x.data() + t * cols, partner.data() + t * stride, cols);
+        // out[t][r] with a row stride wider than kRows, as matmul writes into [T][n_rows].
+        constexpr size_t kOutStride = kRows + 3;
+        std::vector<float> out(kOutStride * n_tokens, NAN);
+        k.dot_rows(cols, w.bytes.data(), w.m.row_bytes, partner.data(), stride, n_tokens, out.data(),
+                   kOutStride);
+        for (int t = 0; t < n_tokens; ++t) {
+          for (int r = 0; r < kRows; ++r) {
+            float one = 0;
+            k.dot(cols, w.bytes.data() + r * w.m.row_bytes, partner.data() + t * stride, 0, 1, &one, 1);
+            EXPECT_EQ(std::memcmp(&one, &out[t * kOutStride + r], 4), 0)
+                << tensor::dtype_name(c.type) << " cols " << cols << " tokens " << n_tokens
+                << " token " << t << " row " << r;
+          }
+        }
       }
     }
   }

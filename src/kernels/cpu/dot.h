@@ -35,17 +35,19 @@ using DotFn = void (*)(int64_t n, const void* w, const void* x, size_t x_stride,
 // Converts one f32 activation row to the partner format (n values).
 using PartnerFn = void (*)(const float* x, void* out, int64_t n);
 
-// Decode: out[r] = Σ_c w_r[c] · x[c] for kDotRows consecutive weight rows (w_r = w + r * w_stride
-// bytes) and one activation row. Each row's value is bit for bit what DotFn gives it (same
-// operations in the same order); the rows' independent accumulator chains only hide latency.
+// out[t * out_stride + r] = Σ_c w_r[c] · x_t[c] for kDotRows consecutive weight rows (w_r = w +
+// r * w_stride bytes) and n_tokens activation rows. Each value is bit for bit what DotFn gives
+// that row and token (same operations in the same order); blocking rows with tokens only shares
+// loads and unpacking, and independent accumulator chains hide latency in decode.
 inline constexpr int kDotRows = 4;
-using DotRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x, float* out);
+using DotRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x,
+                           size_t x_stride, int n_tokens, float* out, size_t out_stride);
 
 struct DotKernel {
   DType partner = DType::kF32;  // the activation format `dot` reads
   PartnerFn to_partner = nullptr;
   DotFn dot = nullptr;
-  DotRowsFn dot_rows = nullptr;  // optional: kDotRows rows × one token
+  DotRowsFn dot_rows = nullptr;  // optional: kDotRows rows at a time
 };
 
 // The kernel for a weight type at an instruction-set level, or a kernel with dot == nullptr

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/simd.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 #include "tensor/quantize.h"

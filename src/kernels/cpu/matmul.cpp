@@ -75,9 +75,10 @@ void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::Threa
     const uint8_t* xt = xp + t0 * x_stride;
     float* yt = y + static_cast<int64_t>(t0) * w.n_rows;
     int64_t r = r0;
-    if (nt == 1 && kernel.dot_rows && !dequantize_rows) {
+    if (kernel.dot_rows && !dequantize_rows) {
       for (; r + kDotRows <= r1; r += kDotRows) {
-        kernel.dot_rows(w.n_cols, static_cast<const uint8_t*>(w.data) + r * w.row_bytes, w.row_bytes, xt, yt + r);
+        kernel.dot_rows(w.n_cols, static_cast<const uint8_t*>(w.data) + r * w.row_bytes, w.row_bytes,
+                        xt, x_stride, nt, yt + r, static_cast<size_t>(w.n_rows));
       }
     }
     for (; r < r1; ++r) {

@@ -238,14 +238,16 @@ std::variant<std::vector<int32_t>, ApiError> prompt_tokens(const CompletionReque
 }  // namespace
 
 void Server::Impl::handle_completion(const httplib::Request& req, httplib::Response& res, bool chat) {
-  json body;
+  // Parsed once keeping key order: a response_format's properties are generated in the order the
+  // schema lists them.
+  nlohmann::ordered_json ordered;
   try {
-    body = json::parse(req.body);
+    ordered = nlohmann::ordered_json::parse(req.body);
   } catch (const json::parse_error& e) {
     return send_error(res, invalid_field("", fmt::format("the request body is not valid JSON: {}", e.what())),
                       "invalid_request");
   }
-  auto parsed = parse_request(body, chat, engine.spec().n_vocab);
+  auto parsed = parse_request(json(ordered), chat, engine.spec().n_vocab);
   if (auto* e = std::get_if<ApiError>(&parsed)) return send_error(res, *e, "invalid_request");
   CompletionRequest r = std::move(std::get<CompletionRequest>(parsed));
 
@@ -255,8 +257,6 @@ void Server::Impl::handle_completion(const httplib::Request& req, httplib::Respo
   // Structured output fails closed: a format the constraint cannot enforce is refused here.
   std::shared_ptr<sample::Constraint> constraint;
   if (!r.response_format.is_null()) {
-    // Parsed again keeping key order, so properties are generated in the order the schema lists them.
-    const auto ordered = nlohmann::ordered_json::parse(req.body);
     auto compiled = sample::compile_response_format(ordered["response_format"], tokenizer);
     if (!compiled) {
       ApiError e = invalid_field("response_format", compiled.error().message());

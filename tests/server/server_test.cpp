@@ -65,9 +65,8 @@ engine::EngineOptions small(int slots = 4, int ctx = 256) {
   return {.n_ctx = ctx, .n_ubatch = 64, .n_slots = slots};
 }
 
-json post(const httplib::Client& c_in, const std::string& path, const json& body, int* status = nullptr,
+json post(httplib::Client& c, const std::string& path, const json& body, int* status = nullptr,
           httplib::Headers headers = {}) {
-  httplib::Client& c = const_cast<httplib::Client&>(c_in);
   auto res = c.Post(path.c_str(), headers, body.dump(), "application/json");
   EXPECT_TRUE(res) << "no response from " << path << ": " << httplib::to_string(res.error());
   if (!res) return json();

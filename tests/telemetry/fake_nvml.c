@@ -1,7 +1,8 @@
 // A fake libnvidia-ml for tests: two GPUs with fixed, known readings (GPU 1 held back by a thermal
 // slowdown). Built three ways: full; FAKE_NVML_PARTIAL (some entry points absent, some calls
 // unsupported or failing); FAKE_NVML_NO_INIT (no nvmlInit_v2, like a driver too old).
-// $FAKE_NVML_INIT_ERROR makes nvmlInit_v2 fail with that code; $FAKE_NVML_COUNT sets the count.
+// $FAKE_NVML_INIT_ERROR makes nvmlInit_v2 fail with that code; $FAKE_NVML_COUNT sets the count;
+// $FAKE_NVML_TEMPERATURE overrides every GPU's temperature.
 #include <stdlib.h>
 #include <string.h>
 
@@ -144,7 +145,9 @@ nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t d, int sensor, unsigned* temp
   return kNotSupported;
 #else
   if (sensor != 0) return kInvalidArgument;
-  *temp = device(d)->temperature;
+  // Read at every call, so a test can show that a reader reads now, not once.
+  const char* e = getenv("FAKE_NVML_TEMPERATURE");
+  *temp = e && *e ? (unsigned)atoi(e) : device(d)->temperature;
   return kSuccess;
 #endif
 }

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "commands.h"
@@ -111,11 +112,13 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   d.assume_gpu = f.assume_gpu;
   d.threads = f.kernels.threads;
   HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(d));
-  if (!f.gpu_mem.empty() && devices.size() < 2) {
-    util::log_warn(
-        "--gpu-mem {}: no GPU is present, so the budget is not used (plan a what-if with "
-        "--assume-gpu)",
-        f.gpu_mem);
+  const bool placeable_gpu = std::any_of(devices.begin(), devices.end(), [](const auto& dev) {
+    return dev.kind == plan::DeviceKind::kGpu && dev.placeable;
+  });
+  if (!f.gpu_mem.empty() && !placeable_gpu) {
+    util::log_warn("--gpu-mem {}: {}, so the budget is not used (plan a what-if with --assume-gpu)",
+                   f.gpu_mem,
+                   devices.size() > 1 ? "this build runs on the CPU" : "no GPU is present");
   }
 
   plan::Request r;

@@ -35,7 +35,7 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
   cmd->add_option("--cpu-mem", f.cpu_mem,
                   "RAM budget, e.g. 8G (default: available RAM minus a margin)");
   cmd->add_option("--gpu-mem", f.gpu_mem,
-                  "GPU memory budget, e.g. 6G (default: the driver's free memory)");
+                  "GPU memory budget, e.g. 6G (default: the driver's free memory minus a margin)");
   cmd->add_option("--assume-gpu", f.assume_gpu,
                   "Plan for a GPU that is not here: MEM[@GB/s], e.g. 8G@300");
   cmd->add_option("--cpu-layers", f.cpu_layers, "With a GPU: keep the first N layers on the CPU");

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "commands.h"
@@ -34,7 +35,7 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
   cmd->add_option("--cpu-mem", f.cpu_mem,
                   "RAM budget, e.g. 8G (default: available RAM minus a margin)");
   cmd->add_option("--gpu-mem", f.gpu_mem,
-                  "GPU memory budget, e.g. 6G (default: the driver's free memory)");
+                  "GPU memory budget, e.g. 6G (default: the driver's free memory minus a margin)");
   cmd->add_option("--assume-gpu", f.assume_gpu,
                   "Plan for a GPU that is not here: MEM[@GB/s], e.g. 8G@300");
   cmd->add_option("--cpu-layers", f.cpu_layers, "With a GPU: keep the first N layers on the CPU");
@@ -111,11 +112,13 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   d.assume_gpu = f.assume_gpu;
   d.threads = f.kernels.threads;
   HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(d));
-  if (!f.gpu_mem.empty() && devices.size() < 2) {
-    util::log_warn(
-        "--gpu-mem {}: no GPU is present, so the budget is not used (plan a what-if with "
-        "--assume-gpu)",
-        f.gpu_mem);
+  const bool placeable_gpu = std::any_of(devices.begin(), devices.end(), [](const auto& dev) {
+    return dev.kind == plan::DeviceKind::kGpu && dev.placeable;
+  });
+  if (!f.gpu_mem.empty() && !placeable_gpu) {
+    util::log_warn("--gpu-mem {}: {}, so the budget is not used (plan a what-if with --assume-gpu)",
+                   f.gpu_mem,
+                   devices.size() > 1 ? "this build runs on the CPU" : "no GPU is present");
   }
 
   plan::Request r;

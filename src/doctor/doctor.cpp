@@ -38,7 +38,10 @@ BackendFacts backend_facts(const plan::Plan& p) {
     b.isa_cap_source = fmt::format("HEADROOM_ISA={}", cap);
   b.threads = p.request.n_threads > 0 ? p.request.n_threads : plan::physical_cores();
   b.gpu_hardware = nvidia_gpu_present();
-  b.gpu_backend_built = false;  // no CUDA backend in this build yet
+  for (const auto& d : p.unused_devices) {  // NVML saw it though /proc did not (a container)
+    if (b.gpu_hardware.empty() && d.kind == plan::DeviceKind::kGpu) b.gpu_hardware = d.name;
+  }
+  b.gpu_backend_built = plan::kGpuBackendBuilt;
   for (size_t d = 0; d < p.devices.size(); ++d) {
     if (p.devices[d].kind == plan::DeviceKind::kGpu && !p.devices[d].simulated)
       b.bytes_on_real_gpu += p.bytes_on(static_cast<int>(d));

@@ -1,5 +1,5 @@
-// doctor::GpuTelemetry — where GPU clocks, temperatures and throttle reasons come from. The real
-// source (NVML, loaded at run time) comes with the CUDA backend; tests inject synthetic ones.
+// doctor::GpuTelemetry — where GPU clocks, temperatures and throttle reasons come from: NVML,
+// loaded at run time (telemetry/nvml.h), when the driver is there; tests inject synthetic ones.
 #pragma once
 
 #include <memory>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "doctor/observations.h"
+#include "telemetry/nvml.h"
 
 namespace doctor {
 
@@ -22,7 +23,12 @@ class GpuTelemetry {
 // The NVIDIA GPU this machine shows the kernel driver ("NVIDIA H100 80GB HBM3"), or empty.
 std::string nvidia_gpu_present();
 
-// The source for this build: none yet, so it says why (no GPU, or no NVML source in this build).
+// One NVML reading as the throttling rules read it: absent fields are NaN (no rule fires on them),
+// throttle reason bits folded into thermal slowdown, power cap and hardware slowdown.
+GpuSample gpu_sample(const telemetry::GpuReading& reading);
+
+// NVML when it opens and reports a GPU; otherwise a source that says why it cannot read (no
+// driver, NVML failing, or no GPU), in one line.
 std::unique_ptr<GpuTelemetry> default_gpu_telemetry();
 
 }  // namespace doctor

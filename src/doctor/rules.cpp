@@ -46,7 +46,7 @@ std::string placement_line(const PlacementFacts& p) {
 const GpuSample* slowest_gpu(const ThrottleFacts& t) {
   const GpuSample* worst = nullptr;
   for (const auto& s : t.samples) {
-    if (s.max_sm_clock_mhz <= 0) continue;
+    if (!(s.max_sm_clock_mhz > 0) || std::isnan(s.sm_clock_mhz)) continue;  // NaN: not read
     if (!worst ||
         s.sm_clock_mhz / s.max_sm_clock_mhz < worst->sm_clock_mhz / worst->max_sm_clock_mhz)
       worst = &s;
@@ -55,10 +55,23 @@ const GpuSample* slowest_gpu(const ThrottleFacts& t) {
 }
 
 std::string gpu_line(const GpuSample& s) {
-  return fmt::format(
-      "{}: SM clock {:.0f} of {:.0f} MHz ({:.0f}%), {:.0f} °C, {:.0f} of {:.0f} W, {:.0f}% busy",
-      s.name, s.sm_clock_mhz, s.max_sm_clock_mhz, 100 * s.sm_clock_mhz / s.max_sm_clock_mhz,
-      s.temperature_c, s.power_w, s.power_limit_w, 100 * s.utilization);
+  // A field the driver did not give is NaN (gpu_sample): say so, never show a made-up 0.
+  using std::isnan;
+  const std::string clock =
+      isnan(s.sm_clock_mhz) ? "unknown"
+      : s.max_sm_clock_mhz > 0
+          ? fmt::format("{:.0f} of {:.0f} MHz ({:.0f}%)", s.sm_clock_mhz, s.max_sm_clock_mhz,
+                        100 * s.sm_clock_mhz / s.max_sm_clock_mhz)
+          : fmt::format("{:.0f} MHz (maximum unknown)", s.sm_clock_mhz);
+  const std::string temperature =
+      isnan(s.temperature_c) ? "temperature unknown" : fmt::format("{:.0f} °C", s.temperature_c);
+  const std::string power = isnan(s.power_w) ? "power unknown"
+                            : isnan(s.power_limit_w)
+                                ? fmt::format("{:.0f} W", s.power_w)
+                                : fmt::format("{:.0f} of {:.0f} W", s.power_w, s.power_limit_w);
+  const std::string busy = isnan(s.utilization) ? "utilisation unknown"
+                                                : fmt::format("{:.0f}% busy", 100 * s.utilization);
+  return fmt::format("{}: SM clock {}, {}, {}, {}", s.name, clock, temperature, power, busy);
 }
 
 // The memory series, summarized: first sample vs. the rest.

@@ -1,4 +1,5 @@
-// Device detection: RAM budgets from /proc/meminfo, a cached CPU bandwidth probe, what-if GPUs.
+// Device detection: RAM budgets from /proc/meminfo, a cached CPU bandwidth probe, NVIDIA GPUs from
+// NVML (loaded at run time), what-if GPUs.
 #include "plan/devices.h"
 
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "telemetry/nvml.h"
 #include "util/aligned_buffer.h"
 #include "util/units.h"
 
@@ -39,12 +41,91 @@ std::filesystem::path cache_dir() {
   return std::filesystem::temp_directory_path() / "headroom";
 }
 
+// A GPU NVML reports. Its budget is the driver's free memory (other processes' use already
+// subtracted) less a margin; its bandwidth is the peak the memory clock and bus allow, since
+// measuring it needs the GPU backend this build does not have.
+Device gpu_device(const telemetry::GpuReading& g, const DeviceOptions& options) {
+  Device gpu;
+  gpu.kind = DeviceKind::kGpu;
+  gpu.placeable = kGpuBackendBuilt;
+  gpu.name = fmt::format("cuda:{} {}", g.index, g.name);
+  gpu.total_bytes = g.memory_total.value_or(0);
+  if (options.gpu_mem) {
+    gpu.budget_bytes =
+        gpu.total_bytes ? std::min(*options.gpu_mem, gpu.total_bytes) : *options.gpu_mem;
+    gpu.budget_source = "--gpu-mem";
+  } else if (g.memory_free) {
+    const uint64_t margin = gpu_margin_bytes(gpu.total_bytes);
+    gpu.budget_bytes = *g.memory_free > margin ? *g.memory_free - margin : 0;
+    gpu.budget_source = fmt::format(
+        "the driver's free memory {} minus a {} margin (512 MiB or 2% of its memory, the larger, "
+        "for the CUDA context)",
+        util::format_bytes(*g.memory_free), util::format_bytes(margin));
+  } else {
+    gpu.budget_source = "none: NVML could not read its memory (give one with --gpu-mem)";
+  }
+  if (g.max_memory_clock_mhz && g.memory_bus_width_bits) {
+    // Double data rate: two transfers per memory clock, bus width bits each.
+    gpu.bandwidth = *g.max_memory_clock_mhz * 1e6 * 2 * *g.memory_bus_width_bits / 8;
+    gpu.bandwidth_source = fmt::format(
+        "peak from NVML: max memory clock {} MHz × 2 (double data rate) × {}-bit bus, not measured",
+        *g.max_memory_clock_mhz, *g.memory_bus_width_bits);
+  } else {
+    gpu.bandwidth_source = "unknown: NVML gives no memory clock or bus width for it";
+  }
+  const double link = g.max_pcie_generation && g.max_pcie_width
+                          ? pcie_link_bandwidth(*g.max_pcie_generation, *g.max_pcie_width)
+                          : 0;
+  if (link > 0) {
+    gpu.link_bandwidth = link;
+    gpu.bandwidth_source += fmt::format("; host link PCIe gen {} x{}, {:.1f} GB/s (its maximum)",
+                                        *g.max_pcie_generation, *g.max_pcie_width, link / 1e9);
+  } else {
+    gpu.link_bandwidth = 25e9;  // PCIe 4.0 x16 in practice
+    gpu.bandwidth_source += "; host link assumed 25 GB/s (NVML gives no PCIe link)";
+  }
+  return gpu;
+}
+
 }  // namespace
 
 uint64_t available_ram() { return meminfo_kib("MemAvailable") * 1024; }
 uint64_t total_ram() { return meminfo_kib("MemTotal") * 1024; }
 
 uint64_t cpu_margin_bytes(uint64_t total) { return std::max<uint64_t>(1ull << 30, total / 20); }
+
+uint64_t gpu_margin_bytes(uint64_t total) {
+  // A CUDA context takes a few hundred MiB before the first allocation; the allocator rounds up.
+  return std::max<uint64_t>(512ull << 20, total / 50);
+}
+
+double pcie_link_bandwidth(unsigned generation, unsigned width) {
+  // Per lane per direction: transfers/s × payload share of the line code / 8 bits.
+  double lane = 0;
+  switch (generation) {
+    case 1:
+      lane = 2.5e9 * 8 / 10 / 8;
+      break;
+    case 2:
+      lane = 5e9 * 8 / 10 / 8;
+      break;
+    case 3:
+      lane = 8e9 * 128 / 130 / 8;
+      break;
+    case 4:
+      lane = 16e9 * 128 / 130 / 8;
+      break;
+    case 5:
+      lane = 32e9 * 128 / 130 / 8;
+      break;
+    case 6:
+      lane = 64e9 * 242 / 256 / 8;
+      break;  // PAM4 with 256-byte FLITs
+    default:
+      return 0;
+  }
+  return lane * width;
+}
 
 int physical_cores() {
   // Distinct (physical id, core id) pairs; hyperthreads share a core and its memory bandwidth.
@@ -155,6 +236,13 @@ util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options) {
     cpu.bandwidth_source = "assumed 10 GB/s (probe disabled)";
   }
   devices.push_back(cpu);
+
+  // Present NVIDIA GPUs. Without NVML (no driver) there are none, and the CPU runs everything.
+  if (auto nvml = telemetry::Nvml::open(); nvml) {
+    for (const telemetry::GpuReading& g : nvml->read_all(/*pcie_throughput=*/false)) {
+      devices.push_back(gpu_device(g, options));
+    }
+  }
 
   if (!options.assume_gpu.empty()) {
     // MEM[@BANDWIDTH], e.g. "8G@300" (GB/s). A what-if GPU: nothing is allocated on it.

@@ -12,6 +12,10 @@ namespace plan {
 
 enum class DeviceKind { kCpu, kGpu };
 
+// Whether this build can run layers on a GPU. Not yet: the CUDA backend is still to come, so a
+// present GPU is detected and reported but the planner places nothing on it.
+inline constexpr bool kGpuBackendBuilt = false;
+
 struct Device {
   std::string name;               // "cpu (AMD EPYC, 2 threads)", "cuda:0 NVIDIA H100"
   DeviceKind kind = DeviceKind::kCpu;
@@ -22,10 +26,16 @@ struct Device {
   std::string bandwidth_source;
   double link_bandwidth = 0;      // host ↔ device bytes/s (PCIe) for GPUs
   bool simulated = false;         // from --assume-gpu: a what-if, not present hardware
+  bool placeable = true;          // false: present, but this build cannot run on it (a GPU
+                                  // without kGpuBackendBuilt); the planner leaves it empty
 };
 
 // The margin of RAM a CPU budget leaves for the OS and other programs.
 uint64_t cpu_margin_bytes(uint64_t total);
+// The margin of a GPU's free memory its budget leaves for the CUDA context and allocator slack.
+uint64_t gpu_margin_bytes(uint64_t total);
+// Host ↔ device bytes/s of a PCIe link (after line encoding), or 0 for an unknown generation.
+double pcie_link_bandwidth(unsigned generation, unsigned width);
 
 struct DeviceOptions {
   std::optional<uint64_t> cpu_mem;     // --cpu-mem
@@ -35,6 +45,8 @@ struct DeviceOptions {
   bool probe = true;                   // measure bandwidth (cached); false = use a stated default
 };
 
+// The CPU first, then each NVIDIA GPU NVML reports (not placeable unless kGpuBackendBuilt), then
+// an --assume-gpu what-if. Without NVML there are no real GPUs; that is not an error.
 util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options);
 
 // Best-of-3 streaming read bandwidth (bytes/s) with `threads` threads over `bytes` of RAM.

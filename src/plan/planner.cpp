@@ -85,10 +85,28 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   if (r.n_ctx <= 0 || r.n_slots <= 0 || r.n_ubatch <= 0) {
     return util::errorf("plan: context {}, slots {} and micro-batch {} must be positive", r.n_ctx, r.n_slots, r.n_ubatch);
   }
-  const bool has_gpu = in.devices.size() > 1;
   Plan p;
   p.request = r;
-  p.devices = in.devices;
+  // Only placeable devices take bytes; a present GPU this build cannot run on is named once.
+  std::string unused_gpus;
+  for (const Device& d : in.devices) {
+    if (d.placeable) {
+      p.devices.push_back(d);
+      continue;
+    }
+    p.unused_devices.push_back(d);
+    if (d.kind == DeviceKind::kGpu) unused_gpus += (unused_gpus.empty() ? "" : ", ") + d.name;
+  }
+  if (p.devices.empty() || p.devices[0].kind != DeviceKind::kCpu) {
+    return util::errorf("plan: the first device must be the CPU");
+  }
+  if (!unused_gpus.empty()) {
+    p.notes.push_back(
+        fmt::format("GPU present ({}) but this build runs on the CPU: it has no GPU "
+                    "backend yet, so the plan places nothing on the GPU",
+                    unused_gpus));
+  }
+  const bool has_gpu = p.devices.size() > 1;
   p.request.n_ubatch = std::min(r.n_ubatch, r.n_ctx);
 
   // Weights, by class and device.
@@ -224,7 +242,7 @@ void consider(const PlanInput& in, std::vector<Alternative>& out, std::string ch
 
 std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, const Plan& original) {
   std::vector<Alternative> out;
-  const bool has_gpu = in.devices.size() > 1;
+  const bool has_gpu = original.devices.size() > 1;  // placeable devices only
   // Quantized KV cache, written quantized as it is computed (no full-precision prefill copy).
   for (auto [k, v] : {std::pair{tensor::DType::kQ8_0, tensor::DType::kQ8_0}, std::pair{tensor::DType::kQ4_0, tensor::DType::kQ4_0}}) {
     if (r.k_type == k && r.v_type == v) continue;

@@ -69,6 +69,10 @@ struct Plan {
   std::vector<std::string> problems;       // one per device over budget
   std::vector<Alternative> alternatives;   // when it does not fit: fastest first
   std::string applied;                     // what --fit changed, if anything
+  // Present devices the plan leaves empty (a GPU this build cannot run on), and what the plan
+  // says about them once, e.g. "GPU present (cuda:0 …) but this build runs on the CPU".
+  std::vector<Device> unused_devices;
+  std::vector<std::string> notes;
 
   uint64_t bytes_on(int device) const;
   uint64_t bytes_of(ItemKind kind) const;
@@ -80,7 +84,7 @@ struct Plan {
 struct PlanInput {
   const gguf::File& file;
   const model::Spec& spec;
-  std::vector<Device> devices;
+  std::vector<Device> devices;  // [0] the CPU; devices that are not placeable are left empty
 };
 
 // The plan for exactly this request (fits or not, with its problems).

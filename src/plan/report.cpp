@@ -27,6 +27,7 @@ std::string format_plan(const Plan& p, const model::Spec& spec, const std::strin
   out += fmt::format("request: context {}, KV {}/{}, {} slot{}, micro-batch {}\n", r.n_ctx, lower_type(r.k_type),
                      lower_type(r.v_type), r.n_slots, r.n_slots == 1 ? "" : "s", r.n_ubatch);
   if (!p.applied.empty()) out += fmt::format("--fit applied: {}\n", p.applied);
+  for (const auto& note : p.notes) out += fmt::format("note: {}\n", note);
   out += fmt::format("\n{:<44} {:>12} {:>12} {:>7}  {}\n", "device", "budget", "planned", "share", "bandwidth");
   for (size_t d = 0; d < p.devices.size(); ++d) {
     const Device& dev = p.devices[d];
@@ -69,6 +70,11 @@ std::string format_plan(const Plan& p, const model::Spec& spec, const std::strin
   for (const auto& d : p.devices) {
     out += fmt::format("  {}: budget from {}; bandwidth {}\n", d.name, d.budget_source, d.bandwidth_source);
   }
+  for (const auto& d : p.unused_devices) {
+    out += fmt::format(
+        "  {}: not used by this build; budget {} from {}; bandwidth {:.1f} GB/s, {}\n", d.name,
+        util::format_bytes(d.budget_bytes), d.budget_source, gbps(d.bandwidth), d.bandwidth_source);
+  }
   if (!p.fits) {
     out += "\nDOES NOT FIT:\n";
     for (const auto& problem : p.problems) out += "  " + problem + "\n";
@@ -100,6 +106,17 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
                             {"planned_bytes", p.bytes_on(static_cast<int>(d))}, {"bandwidth_bytes_per_s", dev.bandwidth},
                             {"bandwidth_source", dev.bandwidth_source}, {"simulated", dev.simulated}});
   }
+  j["unused_devices"] = nlohmann::ordered_json::array();
+  for (const Device& dev : p.unused_devices) {
+    j["unused_devices"].push_back({{"name", dev.name},
+                                   {"kind", dev.kind == DeviceKind::kCpu ? "cpu" : "gpu"},
+                                   {"total_bytes", dev.total_bytes},
+                                   {"budget_bytes", dev.budget_bytes},
+                                   {"budget_source", dev.budget_source},
+                                   {"bandwidth_bytes_per_s", dev.bandwidth},
+                                   {"bandwidth_source", dev.bandwidth_source}});
+  }
+  j["notes"] = p.notes;
   j["items"] = nlohmann::ordered_json::array();
   for (const auto& i : p.items) {
     nlohmann::ordered_json item = {{"name", item_label(i)}, {"kind", item_kind_name(i.kind)},

@@ -5,14 +5,15 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
-#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
 #include <future>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "chat/template.h"
@@ -20,6 +21,8 @@
 #include "sample/constraint.h"
 #include "server/api.h"
 #include "server/stop.h"
+#include "telemetry/gpu_metrics.h"
+#include "telemetry/nvml.h"
 #include "util/log.h"
 
 namespace server {
@@ -207,6 +210,9 @@ struct Server::Impl {
   ServerOptions options;
   telemetry::Registry registry;
   Metrics metrics;
+  // GPU gauges, read on each /metrics scrape; without NVML there are none (said once at start).
+  std::optional<telemetry::Nvml> nvml;
+  telemetry::GpuMetrics gpu_metrics{registry};
   std::unique_ptr<EngineLoop> loop;
   httplib::Server http;
   std::atomic<bool> stopping{false};
@@ -507,6 +513,7 @@ void Server::Impl::install_routes() {
     res.set_content(health.dump(), "application/json");
   });
   http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+    if (nvml) gpu_metrics.update(nvml->read_all());
     res.set_content(registry.expose(), "text/plain; version=0.0.4; charset=utf-8");
   });
 }
@@ -526,6 +533,13 @@ util::Result<std::unique_ptr<Server>> Server::create(engine::Engine& engine, con
   HR_TRY(chat::Template::parse(options.chat_template));
   auto impl = std::make_unique<Impl>(engine, tokenizer, std::move(options));
   impl->created = static_cast<int64_t>(std::time(nullptr));
+  if (auto nvml = telemetry::Nvml::open(); !nvml) {
+    util::log_info("/metrics has no GPU gauges: {}", nvml.error().message());
+  } else if (nvml->count() == 0) {
+    util::log_info("/metrics has no GPU gauges: NVML reports no GPU");
+  } else {
+    impl->nvml = std::move(*nvml);
+  }
   impl->loop = std::make_unique<EngineLoop>(engine, impl->options.max_queue, impl->metrics);
   impl->install_routes();
   return std::unique_ptr<Server>(new Server(std::move(impl)));

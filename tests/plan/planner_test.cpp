@@ -149,4 +149,42 @@ TEST(PlannerFit, PartialOffloadIsPlannedAndCostsSpeed) {
   EXPECT_GT(partial->bytes_on(0), offload->bytes_on(0));
 }
 
+// A present GPU this build cannot run on (no GPU backend) takes no bytes, even when it would be
+// the faster place and the CPU's budget is too small; the plan names it once and keeps the
+// alternatives to CPU-side changes.
+TEST(Planner, APresentGpuThisBuildCannotRunOnIsNamedOnceAndTakesNothing) {
+  const Opened m = open_shape("gemma4", "e2b");
+  std::vector<plan::Device> devices = cpu_only(2ull << 30);
+  devices.push_back({.name = "cuda:0 NVIDIA Test",
+                     .kind = plan::DeviceKind::kGpu,
+                     .total_bytes = 80ull << 30,
+                     .budget_bytes = 70ull << 30,
+                     .bandwidth = 3e12,
+                     .link_bandwidth = 25e9,
+                     .placeable = false});
+  auto p = plan::plan_with_fit({*m.file, m.spec, devices}, {.n_ctx = 4096}, false);
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_EQ(p->devices.size(), 1u);
+  EXPECT_EQ(p->devices[0].kind, plan::DeviceKind::kCpu);
+  for (const auto& item : p->items) EXPECT_EQ(item.device, 0) << item.name;
+  ASSERT_EQ(p->unused_devices.size(), 1u);
+  EXPECT_EQ(p->unused_devices[0].name, "cuda:0 NVIDIA Test");
+  ASSERT_EQ(p->notes.size(), 1u);
+  EXPECT_EQ(p->notes[0].rfind("GPU present (cuda:0 NVIDIA Test) but this build runs on the CPU", 0),
+            0u)
+      << p->notes[0];
+  EXPECT_FALSE(p->fits);  // 3.3 GiB on a 2 GiB CPU budget: the GPU's room does not count
+  for (const auto& a : p->alternatives) {
+    EXPECT_EQ(a.flags.find("--cpu-layers"), std::string::npos) << a.flags;
+    EXPECT_EQ(a.flags.find("--ple-on-host"), std::string::npos) << a.flags;
+  }
+  // With a placeable GPU of the same size the same request fits there.
+  devices[1].placeable = true;
+  auto on_gpu = plan::make_plan({*m.file, m.spec, devices}, {.n_ctx = 4096});
+  ASSERT_TRUE(on_gpu.ok());
+  EXPECT_TRUE(on_gpu->fits);
+  EXPECT_TRUE(on_gpu->notes.empty());
+  EXPECT_GT(on_gpu->bytes_on(1), 0u);
+}
+
 }  // namespace

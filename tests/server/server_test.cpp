@@ -453,4 +453,34 @@ TEST(Server, GreedyOutputsAreTheSameAloneAndAmong31Others) {
   EXPECT_EQ(metric(text, "headroom_kv_cache_bytes_used{device=\"cpu\"}"), 0);
 }
 
+// With NVML (the fake library: two GPUs), /metrics carries per-GPU gauges read at each scrape;
+// without it, no GPU series at all.
+TEST(Server, MetricsCarryGpuGaugesReadAtEachScrapeOnlyWhenNvmlIsThere) {
+  {
+    testing_util::ScopedEnv lib("HEADROOM_NVML_LIB", FAKE_NVML);
+    testing_util::ScopedEnv temperature("FAKE_NVML_TEMPERATURE", std::nullopt);
+    Running s(small(1, 256));
+    std::string text = metrics_text(s);
+    EXPECT_EQ(metric(text, "headroom_gpu_memory_used_bytes{gpu=\"0\"}"), 10737418240.0);
+    EXPECT_EQ(metric(text, "headroom_gpu_memory_total_bytes{gpu=\"1\"}"), 25769803776.0);
+    EXPECT_EQ(metric(text, "headroom_gpu_sm_clock_hertz{gpu=\"1\"}"), 1.2e9);
+    EXPECT_EQ(metric(text, "headroom_gpu_power_watts{gpu=\"0\"}"), 250);
+    EXPECT_EQ(
+        metric(text,
+               "headroom_gpu_throttle_reason_active{gpu=\"1\",reason=\"hw_thermal_slowdown\"}"),
+        1);
+    EXPECT_EQ(metric(text, "headroom_gpu_temperature_celsius{gpu=\"1\"}"), 89);
+    ::setenv("FAKE_NVML_TEMPERATURE", "93", 1);
+    text = metrics_text(s);
+    EXPECT_EQ(metric(text, "headroom_gpu_temperature_celsius{gpu=\"1\"}"), 93);
+    // The engine still runs on the CPU: the GPUs are watched, not used.
+    EXPECT_EQ(s.engine().plan().devices.size(), 1u);
+  }
+  testing_util::ScopedEnv lib("HEADROOM_NVML_LIB", "/nonexistent/libnvidia-ml.so.1");
+  Running s(small(1, 256));
+  const std::string text = metrics_text(s);
+  EXPECT_EQ(text.find("headroom_gpu_"), std::string::npos);
+  EXPECT_NE(text.find("headroom_requests_active"), std::string::npos);
+}
+
 }  // namespace

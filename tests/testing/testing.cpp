@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -67,6 +68,22 @@ int run_command(const std::string& command, std::string* out, std::string* err) 
     std::filesystem::remove(err_file);
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+ScopedEnv::ScopedEnv(std::string name, const std::optional<std::string>& value)
+    : name_(std::move(name)) {
+  if (const char* old = std::getenv(name_.c_str())) previous_ = old;
+  if (value)
+    ::setenv(name_.c_str(), value->c_str(), 1);
+  else
+    ::unsetenv(name_.c_str());
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (previous_)
+    ::setenv(name_.c_str(), previous_->c_str(), 1);
+  else
+    ::unsetenv(name_.c_str());
 }
 
 }  // namespace testing_util

@@ -574,7 +574,7 @@ TEST_F(CudaBackendTest, MoeRouteMatchesTheReference) {
         EXPECT_EQ(ids_dev.read<int32_t>(ref_ids.size()), ref_ids) << n_expert << " experts, top " << k;
         // The same double arithmetic in the same order; CUDA's double exp may differ from glibc's
         // in the last bit of a double, which can move the f32 weight by one ulp.
-        expect_close(w_dev.read<float>(ref_w.size()), ref_w, 1.2e-7f);
+        expect_close(w_dev.read<float>(ref_w.size()), ref_w, 2.4e-7f);
       }
     }
   }

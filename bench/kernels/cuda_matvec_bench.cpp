@@ -36,7 +36,8 @@ double time_matvec(CudaBackend& gpu, const kernels::Matrix& w, const float* x, f
       std::fprintf(stderr, "%s\n", s.error().message().c_str());
       return -1;
     }
-    rounds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats);
+    rounds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats);
   }
   std::sort(rounds.begin(), rounds.end());
   return rounds[rounds.size() / 2];
@@ -54,9 +55,9 @@ int main(int argc, char** argv) {
   }
   CudaBackend& gpu = **backend;
   const auto& d = gpu.device();
-  std::printf("%s (sm_%d%d, %d SMs, %.1f GiB), peak %.0f GB/s; W %lld x %lld, 1 token\n", d.name.c_str(), d.sm_major,
-              d.sm_minor, d.n_sm, d.total_bytes / 1073741824.0, d.peak_gbs, static_cast<long long>(rows),
-              static_cast<long long>(cols));
+  std::printf("%s (sm_%d%d, %d SMs, %.1f GiB), peak %.0f GB/s; W %lld x %lld, 1 token\n",
+              d.name.c_str(), d.sm_major, d.sm_minor, d.n_sm, d.total_bytes / 1073741824.0,
+              d.peak_gbs, static_cast<long long>(rows), static_cast<long long>(cols));
   std::printf("%-8s %10s %10s %9s %7s\n", "type", "MB", "us", "GB/s", "%peak");
 
   std::mt19937 rng(1);
@@ -68,8 +69,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "cannot allocate the activations\n");
     return 1;
   }
-  const DType types[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,  DType::kQ4_1,
-                         DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,  DType::kQ5_K,
+  const DType types[] = {DType::kF32,  DType::kF16,    DType::kBF16,   DType::kQ8_0,
+                         DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,   DType::kQ5_1,
+                         DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,   DType::kQ5_K,
                          DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
   int failures = 0;
   for (DType type : types) {
@@ -86,7 +88,8 @@ int main(int argc, char** argv) {
       continue;
     }
     const kernels::Matrix w{*w_dev, type, cols, rows, row_bytes};
-    const double seconds = time_matvec(gpu, w, static_cast<float*>(*x_dev), static_cast<float*>(*y_dev));
+    const double seconds =
+        time_matvec(gpu, w, static_cast<float*>(*x_dev), static_cast<float*>(*y_dev));
     gpu.release(*w_dev);
     if (seconds <= 0) {
       ++failures;
@@ -94,8 +97,8 @@ int main(int argc, char** argv) {
     }
     const double moved = static_cast<double>(bytes.size()) + (cols + rows) * sizeof(float);
     const double gbs = moved / seconds / 1e9;
-    std::printf("%-8s %10.1f %10.1f %9.0f %6.0f%%\n", tensor::dtype_name(type).data(), moved / 1e6, seconds * 1e6, gbs,
-                d.peak_gbs > 0 ? 100.0 * gbs / d.peak_gbs : 0.0);
+    std::printf("%-8s %10.1f %10.1f %9.0f %6.0f%%\n", tensor::dtype_name(type).data(), moved / 1e6,
+                seconds * 1e6, gbs, d.peak_gbs > 0 ? 100.0 * gbs / d.peak_gbs : 0.0);
   }
   gpu.release(*x_dev);
   gpu.release(*y_dev);

@@ -44,11 +44,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // |a − b| ≤ abs + rel·|b| at every index; reports the first index outside.
-void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel, float abs = 0.0f) {
+void expect_close(const std::vector<float>& a, const std::vector<float>& b, float rel,
+                  float abs = 0.0f) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_LE(std::fabs(a[i] - b[i]), abs + rel * std::fabs(b[i])) << "at " << i << ": " << a[i] << " vs reference "
-                                                                   << b[i];
+    ASSERT_LE(std::fabs(a[i] - b[i]), abs + rel * std::fabs(b[i]))
+        << "at " << i << ": " << a[i] << " vs reference " << b[i];
   }
 }
 
@@ -61,7 +62,8 @@ class DeviceBuffer {
     if (p.ok()) ptr_ = *p;
   }
   template <class T>
-  DeviceBuffer(CudaBackend& backend, const std::vector<T>& values) : DeviceBuffer(backend, values.size() * sizeof(T)) {
+  DeviceBuffer(CudaBackend& backend, const std::vector<T>& values)
+      : DeviceBuffer(backend, values.size() * sizeof(T)) {
     auto s = backend.upload(ptr_, values.data(), values.size() * sizeof(T));
     EXPECT_TRUE(s.ok()) << (s.ok() ? "" : s.error().message());
   }
@@ -119,26 +121,31 @@ std::string* CudaBackendTest::skip_reason_ = nullptr;
 
 // --- Weights of every type -----------------------------------------------------------------------
 
-// Random normal values quantized by the reference quantizer, or, for types without one, random bytes
-// with sane scales (as tests/kernels/cpu_matmul_test.cpp builds them).
+// Random normal values quantized by the reference quantizer, or, for types without one, random
+// bytes with sane scales (as tests/kernels/cpu_matmul_test.cpp builds them).
 std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, uint32_t seed) {
   const size_t row_bytes = static_cast<size_t>(tensor::row_bytes(type, cols));
   std::vector<uint8_t> bytes(row_bytes * rows);
   const auto values = random_floats(static_cast<size_t>(rows * cols), seed, 0.5f);
   if (tensor::can_quantize(type)) {
     for (int64_t r = 0; r < rows; ++r) {
-      EXPECT_TRUE(tensor::quantize_row(type, values.data() + r * cols, bytes.data() + r * row_bytes, cols).ok());
+      EXPECT_TRUE(
+          tensor::quantize_row(type, values.data() + r * cols, bytes.data() + r * row_bytes, cols)
+              .ok());
     }
     return bytes;
   }
   std::mt19937 rng(seed);
   for (auto& b : bytes) b = static_cast<uint8_t>(rng());
-  const size_t block_bytes = static_cast<size_t>(tensor::row_bytes(type, tensor::block_values(type)));
+  const size_t block_bytes =
+      static_cast<size_t>(tensor::row_bytes(type, tensor::block_values(type)));
   if (type == DType::kMXFP4) {  // a power-of-two scale of 2^-8 .. 2^-1
-    for (size_t off = 0; off < bytes.size(); off += block_bytes) bytes[off] = static_cast<uint8_t>(120 + rng() % 8);
+    for (size_t off = 0; off < bytes.size(); off += block_bytes)
+      bytes[off] = static_cast<uint8_t>(120 + rng() % 8);
     return bytes;
   }
-  if (type == DType::kNVFP4) {  // UE4M3 scales of 2^-4 .. 2^-1, and one subnormal and one zero scale
+  if (type ==
+      DType::kNVFP4) {  // UE4M3 scales of 2^-4 .. 2^-1, and one subnormal and one zero scale
     for (size_t off = 0; off < bytes.size(); off += block_bytes) {
       for (int s = 0; s < 4; ++s) bytes[off + s] = static_cast<uint8_t>(0x18 + rng() % 32);
     }
@@ -147,7 +154,8 @@ std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, uint32
     return bytes;
   }
   std::vector<size_t> scales;
-  if (type == DType::kQ2_K) scales = {offsetof(tensor::BlockQ2_K, d), offsetof(tensor::BlockQ2_K, dmin)};
+  if (type == DType::kQ2_K)
+    scales = {offsetof(tensor::BlockQ2_K, d), offsetof(tensor::BlockQ2_K, dmin)};
   if (type == DType::kQ3_K) scales = {offsetof(tensor::BlockQ3_K, d)};
   if (type == DType::kIQ4_XS) scales = {offsetof(tensor::BlockIQ4_XS, d)};
   if (type == DType::kIQ4_NL) scales = {offsetof(tensor::BlockIQ4_NL, d)};
@@ -169,13 +177,16 @@ struct TypeCase {
 };
 
 const std::vector<TypeCase> kTypeCases = {
-    {DType::kF32, {1, 7, 33, 4099}},     {DType::kF16, {1, 9, 40, 4103}},     {DType::kBF16, {3, 16, 4100}},
-    {DType::kQ8_0, {32, 96, 4128}},      {DType::kQ4_0, {32, 96, 4128}},      {DType::kQ5_0, {32, 96, 4128}},
-    {DType::kQ4_1, {32, 96, 4128}},      {DType::kQ5_1, {32, 96, 4128}},      {DType::kQ4_K, {256, 768, 4352}},
-    {DType::kQ5_K, {256, 768, 4352}},    {DType::kQ6_K, {256, 768, 4352}},    {DType::kIQ4_XS, {256, 768, 4352}},
-    {DType::kQ2_K, {256, 768}},          {DType::kQ3_K, {256, 768}},          {DType::kQ8_K, {256, 768}},
-    {DType::kIQ4_NL, {32, 96, 544}},     {DType::kTQ1_0, {256, 768}},         {DType::kTQ2_0, {256, 768}},
-    {DType::kMXFP4, {32, 96, 544}},      {DType::kNVFP4, {64, 192, 576}},
+    {DType::kF32, {1, 7, 33, 4099}},  {DType::kF16, {1, 9, 40, 4103}},
+    {DType::kBF16, {3, 16, 4100}},    {DType::kQ8_0, {32, 96, 4128}},
+    {DType::kQ4_0, {32, 96, 4128}},   {DType::kQ5_0, {32, 96, 4128}},
+    {DType::kQ4_1, {32, 96, 4128}},   {DType::kQ5_1, {32, 96, 4128}},
+    {DType::kQ4_K, {256, 768, 4352}}, {DType::kQ5_K, {256, 768, 4352}},
+    {DType::kQ6_K, {256, 768, 4352}}, {DType::kIQ4_XS, {256, 768, 4352}},
+    {DType::kQ2_K, {256, 768}},       {DType::kQ3_K, {256, 768}},
+    {DType::kQ8_K, {256, 768}},       {DType::kIQ4_NL, {32, 96, 544}},
+    {DType::kTQ1_0, {256, 768}},      {DType::kTQ2_0, {256, 768}},
+    {DType::kMXFP4, {32, 96, 544}},   {DType::kNVFP4, {64, 192, 576}},
 };
 
 // f32 summation order against the reference's double sums: 1e-5 of Σ|w_c·x_c| (the CPU tests'
@@ -194,26 +205,30 @@ TEST_F(CudaBackendTest, MatmulMatchesTheReferenceForEveryTypeAndBatch) {
         const size_t row_bytes = static_cast<size_t>(tensor::row_bytes(c.type, cols));
         std::vector<float> dequantized(rows * cols);
         for (int64_t r = 0; r < rows; ++r) {
-          ASSERT_TRUE(
-              tensor::dequantize_row(c.type, bytes.data() + r * row_bytes, dequantized.data() + r * cols, cols).ok());
+          ASSERT_TRUE(tensor::dequantize_row(c.type, bytes.data() + r * row_bytes,
+                                             dequantized.data() + r * cols, cols)
+                          .ok());
         }
         DeviceBuffer w_dev(gpu(), bytes);
         const Matrix host_w{bytes.data(), c.type, cols, rows, row_bytes};
         const Matrix dev_w{w_dev.get(), c.type, cols, rows, row_bytes};
         for (int n_tokens : {1, 3, 8, 17, 64, 67}) {  // ≤ 8: matvec; above: the tiled kernel
-          SCOPED_TRACE(testing::Message() << tensor::dtype_name(c.type) << " cols " << cols << " rows " << rows
-                                          << " tokens " << n_tokens);
+          SCOPED_TRACE(testing::Message() << tensor::dtype_name(c.type) << " cols " << cols
+                                          << " rows " << rows << " tokens " << n_tokens);
           const auto x = random_floats(static_cast<size_t>(n_tokens * cols), 7 + n_tokens);
           std::vector<float> ref(static_cast<size_t>(n_tokens * rows));
           kernels::ref::matmul(host_w, x.data(), ref.data(), n_tokens);
           DeviceBuffer x_dev(gpu(), x);
-          DeviceBuffer y_dev(gpu(), std::vector<float>(ref.size(), NAN));  // poisoned: every value must be written
+          DeviceBuffer y_dev(
+              gpu(), std::vector<float>(ref.size(), NAN));  // poisoned: every value must be written
           gpu().matmul(dev_w, x_dev.get<float>(), y_dev.get<float>(), n_tokens);
           const auto y = y_dev.read<float>(ref.size());
           for (int t = 0; t < n_tokens; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
               const size_t i = static_cast<size_t>(t * rows + r);
-              ASSERT_NEAR(y[i], ref[i], matmul_tolerance(dequantized.data() + r * cols, x.data() + t * cols, cols))
+              ASSERT_NEAR(
+                  y[i], ref[i],
+                  matmul_tolerance(dequantized.data() + r * cols, x.data() + t * cols, cols))
                   << "token " << t << " row " << r;
             }
           }
@@ -255,7 +270,8 @@ TEST_F(CudaBackendTest, UndecodableWeightTypesAreRefusedWithAReason) {
   gpu().matmul({w_dev.get(), DType::kQ8_1, 64, 2, 72}, x_dev.get<float>(), y_dev.get<float>(), 1);
   auto s = gpu().synchronize();
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("cuda matmul: Q8_1"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("cuda matmul: Q8_1"), std::string::npos)
+      << s.error().message();
   EXPECT_EQ(s.error().message().find('\n'), std::string::npos);
   EXPECT_TRUE(gpu().synchronize().ok()) << "the error is reported once";
 }
@@ -278,9 +294,11 @@ struct Cache {
   std::vector<std::unique_ptr<DeviceBuffer>> device;  // blocks, block tables, positions, the span
   const KvSpan* device_span = nullptr;
 
-  Cache(CudaBackend& gpu, DType k_type, DType v_type, int n_head_kv, int head_dim, int n_cells, uint32_t seed) {
+  Cache(CudaBackend& gpu, DType k_type, DType v_type, int n_head_kv, int head_dim, int n_cells,
+        uint32_t seed) {
     const int kv_dim = n_head_kv * head_dim;
-    const size_t k_row = tensor::row_bytes(k_type, kv_dim), v_row = tensor::row_bytes(v_type, kv_dim);
+    const size_t k_row = tensor::row_bytes(k_type, kv_dim),
+                 v_row = tensor::row_bytes(v_type, kv_dim);
     const int n_blocks = (n_cells + kCellsPerBlock - 1) / kCellsPerBlock;
     for (int b = 0; b < n_blocks; ++b) {
       k_storage.emplace_back(k_row * kCellsPerBlock);
@@ -297,8 +315,8 @@ struct Cache {
     }
     for (auto& s : k_storage) k_blocks.push_back(s.data());
     for (auto& s : v_storage) v_blocks.push_back(s.data());
-    span = {k_type, v_type, n_head_kv, head_dim, n_cells, kCellsPerBlock, k_blocks.data(), v_blocks.data(),
-            k_row,  v_row,  pos.data()};
+    span = {k_type,          v_type,          n_head_kv, head_dim, n_cells,   kCellsPerBlock,
+            k_blocks.data(), v_blocks.data(), k_row,     v_row,    pos.data()};
 
     std::vector<const uint8_t*> k_dev, v_dev;
     for (int b = 0; b < n_blocks; ++b) {
@@ -332,29 +350,34 @@ TEST_F(CudaBackendTest, AttentionMatchesTheReferenceOverQuantizedPagedCaches) {
     for (int n_head_kv : {4, 1}) {
       for (DType k_type : types) {
         for (DType v_type : types) {
-          if ((is_block_type(k_type) || is_block_type(v_type)) && (n_head_kv * head_dim) % 32) continue;
+          if ((is_block_type(k_type) || is_block_type(v_type)) && (n_head_kv * head_dim) % 32)
+            continue;
           for (int window : {0, 6}) {
-            SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << " n_head_kv " << n_head_kv << " K "
-                                            << tensor::dtype_name(k_type) << " V " << tensor::dtype_name(v_type)
-                                            << " window " << window);
+            SCOPED_TRACE(testing::Message() << "head_dim " << head_dim << " n_head_kv " << n_head_kv
+                                            << " K " << tensor::dtype_name(k_type) << " V "
+                                            << tensor::dtype_name(v_type) << " window " << window);
             constexpr int kHeads = 8, kTokens = 3;
             // Two sequences (37 and 300 cells, neither a multiple of the block), tokens of both.
-            Cache a(gpu(), k_type, v_type, n_head_kv, head_dim, 37, static_cast<uint32_t>(head_dim));
+            Cache a(gpu(), k_type, v_type, n_head_kv, head_dim, 37,
+                    static_cast<uint32_t>(head_dim));
             Cache b(gpu(), k_type, v_type, n_head_kv, head_dim, 300, 7);
             const auto q = random_floats(static_cast<size_t>(kTokens) * kHeads * head_dim, 99);
             const std::vector<int32_t> pos = {3, 250, 36};
             std::vector<float> ref(q.size());
             const KvSpan* spans[kTokens] = {&a.span, &b.span, &a.span};
             const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-            kernels::ref::attention(
-                {kTokens, kHeads, head_dim, q.data(), ref.data(), pos.data(), spans, window, scale});
+            kernels::ref::attention({kTokens, kHeads, head_dim, q.data(), ref.data(), pos.data(),
+                                     spans, window, scale});
 
             DeviceBuffer q_dev(gpu(), q), pos_dev(gpu(), pos);
             DeviceBuffer out_dev(gpu(), std::vector<float>(q.size(), NAN));
-            DeviceBuffer kv_dev(gpu(), std::vector<const KvSpan*>{a.device_span, b.device_span, a.device_span});
+            DeviceBuffer kv_dev(
+                gpu(), std::vector<const KvSpan*>{a.device_span, b.device_span, a.device_span});
             gpu().attention({kTokens, kHeads, head_dim, q_dev.get<float>(), out_dev.get<float>(),
-                             pos_dev.get<int32_t>(), kv_dev.get<const KvSpan* const>(), window, scale});
-            expect_close(out_dev.read<float>(q.size()), ref, kAttentionTolerance, kAttentionTolerance);
+                             pos_dev.get<int32_t>(), kv_dev.get<const KvSpan* const>(), window,
+                             scale});
+            expect_close(out_dev.read<float>(q.size()), ref, kAttentionTolerance,
+                         kAttentionTolerance);
           }
         }
       }
@@ -365,7 +388,10 @@ TEST_F(CudaBackendTest, AttentionMatchesTheReferenceOverQuantizedPagedCaches) {
 TEST_F(CudaBackendTest, AttentionWithNothingVisibleIsZero) {
   Cache cache(gpu(), DType::kF16, DType::kQ8_0, 1, 64, 20, 3);
   std::vector<int32_t> future(cache.pos.size(), 50);  // every key is in the query's future
-  ASSERT_TRUE(gpu().upload(cache.device[cache.device.size() - 2]->get(), future.data(), future.size() * 4).ok());
+  ASSERT_TRUE(
+      gpu()
+          .upload(cache.device[cache.device.size() - 2]->get(), future.data(), future.size() * 4)
+          .ok());
   const auto q = random_floats(2 * 64, 4);
   DeviceBuffer q_dev(gpu(), q), pos_dev(gpu(), std::vector<int32_t>{10});
   DeviceBuffer out_dev(gpu(), std::vector<float>(q.size(), 1.0f));
@@ -387,23 +413,27 @@ TEST_F(CudaBackendTest, StoreKvWritesTheReferenceBytes) {
         k[0] = 3e-6f;                  // f16 subnormal
         k[1] = 7e4f;                   // f16 overflow to inf
         k[2] = 1.0f + 1.0f / 2048.0f;  // a rounding tie
-        const size_t k_row = tensor::row_bytes(k_type, kKvDim), v_row = tensor::row_bytes(v_type, kKvDim);
+        const size_t k_row = tensor::row_bytes(k_type, kKvDim),
+                     v_row = tensor::row_bytes(v_type, kKvDim);
         const size_t total = n * (k_row + v_row);
         // Rows in reverse order, so the destinations are not one contiguous run.
         auto rows = [&](uint8_t* base) {
           std::vector<kernels::KvWrite> dst(n);
-          for (int t = 0; t < n; ++t) dst[t] = {base + (n - 1 - t) * k_row, base + n * k_row + (n - 1 - t) * v_row};
+          for (int t = 0; t < n; ++t)
+            dst[t] = {base + (n - 1 - t) * k_row, base + n * k_row + (n - 1 - t) * v_row};
           return dst;
         };
         std::vector<uint8_t> expected(total, 0xAB);
-        kernels::ref::store_kv(k_type, v_type, kKvDim, k.data(), v.data(), rows(expected.data()).data(), n);
+        kernels::ref::store_kv(k_type, v_type, kKvDim, k.data(), v.data(),
+                               rows(expected.data()).data(), n);
         DeviceBuffer bytes_dev(gpu(), std::vector<uint8_t>(total, 0xAB));
         DeviceBuffer dst_dev(gpu(), rows(bytes_dev.get<uint8_t>()));
         DeviceBuffer k_dev(gpu(), k), v_dev(gpu(), v);
         gpu().store_kv(k_type, v_type, kKvDim, k_dev.get<float>(), v_dev.get<float>(),
                        dst_dev.get<kernels::KvWrite>(), n);
         EXPECT_EQ(bytes_dev.read<uint8_t>(total), expected)
-            << "K " << tensor::dtype_name(k_type) << " V " << tensor::dtype_name(v_type) << " n " << n;
+            << "K " << tensor::dtype_name(k_type) << " V " << tensor::dtype_name(v_type) << " n "
+            << n;
       }
     }
   }
@@ -414,7 +444,8 @@ TEST_F(CudaBackendTest, StoreKvRefusesTypesTheCacheCannotHold) {
   gpu().store_kv(DType::kQ4_K, DType::kF16, 256, buf.get<float>(), buf.get<float>(), nullptr, 1);
   auto s = gpu().synchronize();
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.error().message().find("cuda store_kv: cache type Q4_K"), std::string::npos) << s.error().message();
+  EXPECT_NE(s.error().message().find("cuda store_kv: cache type Q4_K"), std::string::npos)
+      << s.error().message();
 }
 
 // --- Norm, RoPE, elementwise, routing ------------------------------------------------------------
@@ -425,12 +456,15 @@ TEST_F(CudaBackendTest, RmsnormMatchesTheReference) {
   for (int64_t n : kSizes) {
     for (int64_t rows : {int64_t{1}, int64_t{3}}) {
       for (bool weighted : {true, false}) {
-        SCOPED_TRACE(testing::Message() << "n " << n << " rows " << rows << (weighted ? " weighted" : ""));
+        SCOPED_TRACE(testing::Message()
+                     << "n " << n << " rows " << rows << (weighted ? " weighted" : ""));
         const auto x = random_floats(static_cast<size_t>(n * rows), static_cast<uint32_t>(n), 3.0f);
         const auto w = random_floats(static_cast<size_t>(n), 3);
         std::vector<float> expected(x.size());
-        kernels::ref::rmsnorm(x.data(), weighted ? w.data() : nullptr, expected.data(), n, rows, 1e-6f);
-        DeviceBuffer x_dev(gpu(), x), w_dev(gpu(), w), y_dev(gpu(), std::vector<float>(x.size(), NAN));
+        kernels::ref::rmsnorm(x.data(), weighted ? w.data() : nullptr, expected.data(), n, rows,
+                              1e-6f);
+        DeviceBuffer x_dev(gpu(), x), w_dev(gpu(), w),
+            y_dev(gpu(), std::vector<float>(x.size(), NAN));
         const float* wp = weighted ? w_dev.get<float>() : nullptr;
         // The double sum of squares in another order: 1/rms may differ in its last bit (≤ 2 ulp).
         gpu().rmsnorm(x_dev.get<float>(), wp, y_dev.get<float>(), n, rows, 1e-6f);
@@ -452,7 +486,8 @@ TEST_F(CudaBackendTest, RopeIsExact) {
       for (int t = 0; t < n_tokens; ++t) pos[t] = (t * 37) % 5000;
       const auto x = random_floats(static_cast<size_t>(n_tokens) * kHeads * kHeadDim, 5);
       auto expected = x;
-      kernels::ref::rope(expected.data(), n_tokens, kHeads, kHeadDim, pos.data(), {style, kRot, inv_freq.data()});
+      kernels::ref::rope(expected.data(), n_tokens, kHeads, kHeadDim, pos.data(),
+                         {style, kRot, inv_freq.data()});
       DeviceBuffer x_dev(gpu(), x), pos_dev(gpu(), pos), freq_dev(gpu(), inv_freq);
       gpu().rope(x_dev.get<float>(), n_tokens, kHeads, kHeadDim, pos_dev.get<int32_t>(),
                  {style, kRot, freq_dev.get<float>()});
@@ -501,15 +536,18 @@ TEST_F(CudaBackendTest, ExactElementwiseOpsMatchTheReference) {
       ref.copy_rows(expected.data() + to, ys, expected.data() + from, ys, n, rows);
       DeviceBuffer o_dev(gpu(), y);
       gpu().copy_rows(o_dev.get<float>() + to, ys, o_dev.get<float>() + from, ys, n, rows);
-      EXPECT_TRUE(same_bits(o_dev.read<float>(y.size()), expected)) << "overlapping copy_rows " << rows << " by " << shift;
+      EXPECT_TRUE(same_bits(o_dev.read<float>(y.size()), expected))
+          << "overlapping copy_rows " << rows << " by " << shift;
     }
   }
 }
 
 std::vector<float> activation_inputs(int64_t n, uint32_t seed) {
   auto v = random_floats(static_cast<size_t>(n), seed, 4.0f);
-  const float extremes[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 20.0f, -20.0f, 90.0f, -90.0f, 1e4f, -1e4f};
-  for (size_t i = 0; i < std::size(extremes) && i < v.size(); ++i) v[v.size() - 1 - i] = extremes[i];
+  const float extremes[] = {0.0f,   -0.0f, 1e-30f, -1e-30f, 20.0f,
+                            -20.0f, 90.0f, -90.0f, 1e4f,    -1e4f};
+  for (size_t i = 0; i < std::size(extremes) && i < v.size(); ++i)
+    v[v.size() - 1 - i] = extremes[i];
   return v;
 }
 
@@ -522,7 +560,8 @@ TEST_F(CudaBackendTest, ActivationsMatchTheReferenceWithinTheirTolerance) {
       DeviceBuffer gu_dev(gpu(), gu);
       for (bool gelu : {false, true}) {
         std::vector<float> expected(n * rows);
-        (gelu ? kernels::ref::gelu_mul : kernels::ref::silu_mul)(g, u, expected.data(), n, rows, 2 * n);
+        (gelu ? kernels::ref::gelu_mul : kernels::ref::silu_mul)(g, u, expected.data(), n, rows,
+                                                                 2 * n);
         DeviceBuffer out_dev(gpu(), std::vector<float>(expected.size(), NAN));
         const float* gd = gu_dev.get<float>();
         if (gelu) {
@@ -537,7 +576,8 @@ TEST_F(CudaBackendTest, ActivationsMatchTheReferenceWithinTheirTolerance) {
           for (int64_t i = 0; i < n; ++i) {
             const float want = expected[r * n + i], got = out[r * n + i];
             const float gate = g[r * 2 * n + i], up = u[r * 2 * n + i];
-            ASSERT_LE(std::fabs(got - want), 1e-6f * std::fabs(want) + 1.2e-7f * std::fabs(gate * up))
+            ASSERT_LE(std::fabs(got - want),
+                      1e-6f * std::fabs(want) + 1.2e-7f * std::fabs(gate * up))
                 << (gelu ? "gelu" : "silu") << " at " << r << "," << i << " gate " << gate;
           }
         }
@@ -564,14 +604,16 @@ TEST_F(CudaBackendTest, MoeRouteMatchesTheReference) {
         const auto scale = random_floats(n_expert, 22);
         std::vector<int32_t> ref_ids(kTokens * k);
         std::vector<float> ref_w(kTokens * k);
-        kernels::ref::moe_route(logits.data(), kTokens, n_expert, k, scaled ? scale.data() : nullptr, ref_ids.data(),
-                                ref_w.data());
+        kernels::ref::moe_route(logits.data(), kTokens, n_expert, k,
+                                scaled ? scale.data() : nullptr, ref_ids.data(), ref_w.data());
         DeviceBuffer logits_dev(gpu(), logits), scale_dev(gpu(), scale);
         DeviceBuffer ids_dev(gpu(), std::vector<int32_t>(ref_ids.size(), -1));
         DeviceBuffer w_dev(gpu(), std::vector<float>(ref_w.size(), NAN));
-        gpu().moe_route(logits_dev.get<float>(), kTokens, n_expert, k, scaled ? scale_dev.get<float>() : nullptr,
-                        ids_dev.get<int32_t>(), w_dev.get<float>());
-        EXPECT_EQ(ids_dev.read<int32_t>(ref_ids.size()), ref_ids) << n_expert << " experts, top " << k;
+        gpu().moe_route(logits_dev.get<float>(), kTokens, n_expert, k,
+                        scaled ? scale_dev.get<float>() : nullptr, ids_dev.get<int32_t>(),
+                        w_dev.get<float>());
+        EXPECT_EQ(ids_dev.read<int32_t>(ref_ids.size()), ref_ids)
+            << n_expert << " experts, top " << k;
         // The same double arithmetic in the same order; CUDA's double exp may differ from glibc's
         // in the last bit of a double, which can move the f32 weight by one ulp.
         expect_close(w_dev.read<float>(ref_w.size()), ref_w, 2.4e-7f);

@@ -35,11 +35,11 @@ namespace kernels::cuda {
 // A GPU as the CUDA runtime reports it.
 struct CudaDevice {
   int index = 0;
-  std::string name;             // "NVIDIA H100 80GB HBM3"
+  std::string name;                // "NVIDIA H100 80GB HBM3"
   int sm_major = 0, sm_minor = 0;  // compute capability
-  int n_sm = 0;                 // multiprocessors
-  size_t total_bytes = 0;       // device memory
-  double peak_gbs = 0;          // memory clock × bus width × 2 (DDR), GB/s: the datasheet ceiling
+  int n_sm = 0;                    // multiprocessors
+  size_t total_bytes = 0;          // device memory
+  double peak_gbs = 0;  // memory clock × bus width × 2 (DDR), GB/s: the datasheet ceiling
 };
 
 // The GPUs this process can use, or a one-line error saying why there are none (no driver, no
@@ -57,8 +57,10 @@ class CudaBackend final : public Backend {
 
   void matmul(const Matrix& w, const float* x, float* y, int n_tokens) override;
   void get_rows(const Matrix& t, const int32_t* ids, int n, float s, float* out) override;
-  void rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows, float eps) override;
-  void rope(float* x, int n_tokens, int n_head, int head_dim, const int32_t* pos, const RopeParams& p) override;
+  void rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows,
+               float eps) override;
+  void rope(float* x, int n_tokens, int n_head, int head_dim, const int32_t* pos,
+            const RopeParams& p) override;
   void attention(const AttentionBatch& batch) override;
   void store_kv(DType kt, DType vt, int kv_dim, const float* k, const float* v, const KvWrite* dst,
                 int n) override;
@@ -66,11 +68,15 @@ class CudaBackend final : public Backend {
   void mul(float* y, const float* x, int64_t n) override;
   void scale(float* y, float s, int64_t n) override;
   void softcap(float* y, float cap, int64_t n) override;
-  void silu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows, int64_t stride) override;
-  void gelu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows, int64_t stride) override;
+  void silu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows,
+                int64_t stride) override;
+  void gelu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows,
+                int64_t stride) override;
   void copy(float* y, const float* x, int64_t n) override;
-  void moe_route(const float* l, int t, int e, int k, const float* s, int32_t* ids, float* w) override;
-  void copy_rows(float* y, int64_t ys, const float* x, int64_t xs, int64_t n, int64_t rows) override;
+  void moe_route(const float* l, int t, int e, int k, const float* s, int32_t* ids,
+                 float* w) override;
+  void copy_rows(float* y, int64_t ys, const float* x, int64_t xs, int64_t n,
+                 int64_t rows) override;
 
   // Device memory (tests, benchmarks; later the Engine's allocator, which the Plan sizes).
   util::Result<void*> allocate(size_t bytes);
@@ -83,7 +89,8 @@ class CudaBackend final : public Backend {
 
  private:
   friend util::Result<std::unique_ptr<CudaBackend>> make_cuda_backend(int device);
-  CudaBackend(CudaDevice device, CUstream_st* stream) : device_(std::move(device)), stream_(stream) {}
+  CudaBackend(CudaDevice device, CUstream_st* stream)
+      : device_(std::move(device)), stream_(stream) {}
 
   // Records the first failure of an op (later ones are usually its consequences).
   void fail(std::string message);

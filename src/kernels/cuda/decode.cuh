@@ -14,8 +14,8 @@
 
 #include <cstdint>
 
-#include "tensor/blocks.h"
 #include "gguf/types.h"
+#include "tensor/blocks.h"
 
 namespace kernels::cuda {
 
@@ -41,7 +41,8 @@ __device__ __forceinline__ uint16_t f32_to_f16(float f) {
   const uint32_t bits = __float_as_uint(f);
   const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
   const uint32_t magnitude = bits & 0x7fffffffu;
-  if (magnitude > 0x7f800000u) return static_cast<uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+  if (magnitude > 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
   if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
   if (magnitude >= 0x38800000u) {
     uint32_t h = (((magnitude >> 23) - 112) << 10) | ((magnitude >> 13) & 0x3ffu);
@@ -60,7 +61,9 @@ __device__ __forceinline__ uint16_t f32_to_f16(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-__device__ __forceinline__ float bf16_to_f32(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+__device__ __forceinline__ float bf16_to_f32(uint16_t h) {
+  return __uint_as_float(static_cast<uint32_t>(h) << 16);
+}
 
 __device__ __forceinline__ uint16_t f32_to_bf16(float f) {
   const uint32_t bits = __float_as_uint(f);
@@ -93,8 +96,12 @@ constexpr bool levels_packed_right() {
 }
 static_assert(levels_packed_right(), "the packed codebooks must equal tensor/blocks.h's tables");
 
-__device__ __forceinline__ float iq4_level(int q) { return static_cast<float>(packed_level(kIq4Lo, kIq4Hi, q)); }
-__device__ __forceinline__ float fp4_level(int q) { return static_cast<float>(packed_level(kFp4Lo, kFp4Hi, q)); }
+__device__ __forceinline__ float iq4_level(int q) {
+  return static_cast<float>(packed_level(kIq4Lo, kIq4Hi, q));
+}
+__device__ __forceinline__ float fp4_level(int q) {
+  return static_cast<float>(packed_level(kFp4Lo, kFp4Hi, q));
+}
 
 // Nibble j (0..31) of a 16-byte "Q4_0 order" array: low nibbles are values 0..15, high 16..31.
 __device__ __forceinline__ int nibble32(const uint8_t* qs, int j) {
@@ -102,8 +109,8 @@ __device__ __forceinline__ int nibble32(const uint8_t* qs, int j) {
 }
 
 __device__ __forceinline__ uint32_t load_u32_bytes(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
-         static_cast<uint32_t>(p[3]) << 24;
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
+         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
 }
 
 // Scale and min of sub-block j of a Q4_K/Q5_K block (tensor/k_scales.h).
@@ -159,7 +166,8 @@ __host__ __device__ constexpr int unit_block_values(DType t) {
 
 // v = values [8u, 8u + 8) of `row`, a row of n values of type T.
 template <DType T>
-__device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, int64_t n, float (&v)[8]) {
+__device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, int64_t n,
+                                            float (&v)[8]) {
   constexpr int kBlock = unit_block_values(T);
   static_assert(kBlock > 0, "no CUDA decoder for this type");
   if constexpr (kBlock == 1) {
@@ -185,12 +193,14 @@ __device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, int64
       const auto& blk = reinterpret_cast<const tensor::BlockQ4_0*>(row)[b];
       const float d = f16_to_f32(blk.d);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(static_cast<float>(nibble32(blk.qs, i0 + j) - 8), d);
+      for (int j = 0; j < 8; ++j)
+        v[j] = __fmul_rn(static_cast<float>(nibble32(blk.qs, i0 + j) - 8), d);
     } else if constexpr (T == DType::kQ4_1) {
       const auto& blk = reinterpret_cast<const tensor::BlockQ4_1*>(row)[b];
       const float d = f16_to_f32(blk.d), m = f16_to_f32(blk.m);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fadd_rn(__fmul_rn(static_cast<float>(nibble32(blk.qs, i0 + j)), d), m);
+      for (int j = 0; j < 8; ++j)
+        v[j] = __fadd_rn(__fmul_rn(static_cast<float>(nibble32(blk.qs, i0 + j)), d), m);
     } else if constexpr (T == DType::kQ5_0) {
       const auto& blk = reinterpret_cast<const tensor::BlockQ5_0*>(row)[b];
       const float d = f16_to_f32(blk.d);
@@ -224,7 +234,8 @@ __device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, int64
     } else if constexpr (T == DType::kMXFP4) {
       const auto& blk = reinterpret_cast<const tensor::BlockMXFP4*>(row)[b];
       // 2^(e - 128): e = 0 and 1 are f32 subnormals.
-      const uint32_t bits = blk.e < 2 ? 0x00200000u << blk.e : static_cast<uint32_t>(blk.e - 1) << 23;
+      const uint32_t bits =
+          blk.e < 2 ? 0x00200000u << blk.e : static_cast<uint32_t>(blk.e - 1) << 23;
       const float d = __uint_as_float(bits);
 #pragma unroll
       for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(fp4_level(nibble32(blk.qs, i0 + j)), d);
@@ -253,7 +264,8 @@ __device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, int64
       const float dl = __fmul_rn(d, static_cast<float>(blk.scales[s] & 0x0f));
       const float ml = __fmul_rn(dmin, static_cast<float>(blk.scales[s] >> 4));
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fsub_rn(__fmul_rn(dl, static_cast<float>((qs[l0 + j] >> shift) & 0x3)), ml);
+      for (int j = 0; j < 8; ++j)
+        v[j] = __fsub_rn(__fmul_rn(dl, static_cast<float>((qs[l0 + j] >> shift) & 0x3)), ml);
     } else if constexpr (T == DType::kQ3_K) {
       const auto& blk = reinterpret_cast<const tensor::BlockQ3_K*>(row)[b];
       const float d = f16_to_f32(blk.d);
@@ -314,7 +326,8 @@ __device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, int64
       const uint8_t* ql = blk.ql + 64 * half + 32 * (quarter & 1);
       const uint8_t* qh = blk.qh + 32 * half;
       // (d * scale) * q: the reference rounds the product d * scale first.
-      const float ds = __fmul_rn(d, static_cast<float>(blk.scales[8 * half + l0 / 16 + 2 * quarter]));
+      const float ds =
+          __fmul_rn(d, static_cast<float>(blk.scales[8 * half + l0 / 16 + 2 * quarter]));
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         const int l = l0 + j;
@@ -334,7 +347,8 @@ __device__ __forceinline__ void decode_unit(const uint8_t* row, int64_t u, int64
       const int high = (blk.scales_h >> (2 * sub)) & 0x3;
       const float dl = __fmul_rn(d, static_cast<float>((low | high << 4) - 32));
 #pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = __fmul_rn(dl, iq4_level(nibble32(blk.qs + 16 * sub, w0 + j)));
+      for (int j = 0; j < 8; ++j)
+        v[j] = __fmul_rn(dl, iq4_level(nibble32(blk.qs + 16 * sub, w0 + j)));
     } else if constexpr (T == DType::kTQ1_0) {
       const auto& blk = reinterpret_cast<const tensor::BlockTQ1_0*>(row)[b];
       const float d = f16_to_f32(blk.d);

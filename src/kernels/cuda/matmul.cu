@@ -32,27 +32,48 @@ struct TypeTag {
 template <class F>
 cudaError_t with_type(DType type, F&& f) {
   switch (type) {
-    case DType::kF32: return f(TypeTag<DType::kF32>{});
-    case DType::kF16: return f(TypeTag<DType::kF16>{});
-    case DType::kBF16: return f(TypeTag<DType::kBF16>{});
-    case DType::kQ4_0: return f(TypeTag<DType::kQ4_0>{});
-    case DType::kQ4_1: return f(TypeTag<DType::kQ4_1>{});
-    case DType::kQ5_0: return f(TypeTag<DType::kQ5_0>{});
-    case DType::kQ5_1: return f(TypeTag<DType::kQ5_1>{});
-    case DType::kQ8_0: return f(TypeTag<DType::kQ8_0>{});
-    case DType::kQ2_K: return f(TypeTag<DType::kQ2_K>{});
-    case DType::kQ3_K: return f(TypeTag<DType::kQ3_K>{});
-    case DType::kQ4_K: return f(TypeTag<DType::kQ4_K>{});
-    case DType::kQ5_K: return f(TypeTag<DType::kQ5_K>{});
-    case DType::kQ6_K: return f(TypeTag<DType::kQ6_K>{});
-    case DType::kQ8_K: return f(TypeTag<DType::kQ8_K>{});
-    case DType::kIQ4_NL: return f(TypeTag<DType::kIQ4_NL>{});
-    case DType::kIQ4_XS: return f(TypeTag<DType::kIQ4_XS>{});
-    case DType::kTQ1_0: return f(TypeTag<DType::kTQ1_0>{});
-    case DType::kTQ2_0: return f(TypeTag<DType::kTQ2_0>{});
-    case DType::kMXFP4: return f(TypeTag<DType::kMXFP4>{});
-    case DType::kNVFP4: return f(TypeTag<DType::kNVFP4>{});
-    default: return cudaErrorInvalidValue;
+    case DType::kF32:
+      return f(TypeTag<DType::kF32>{});
+    case DType::kF16:
+      return f(TypeTag<DType::kF16>{});
+    case DType::kBF16:
+      return f(TypeTag<DType::kBF16>{});
+    case DType::kQ4_0:
+      return f(TypeTag<DType::kQ4_0>{});
+    case DType::kQ4_1:
+      return f(TypeTag<DType::kQ4_1>{});
+    case DType::kQ5_0:
+      return f(TypeTag<DType::kQ5_0>{});
+    case DType::kQ5_1:
+      return f(TypeTag<DType::kQ5_1>{});
+    case DType::kQ8_0:
+      return f(TypeTag<DType::kQ8_0>{});
+    case DType::kQ2_K:
+      return f(TypeTag<DType::kQ2_K>{});
+    case DType::kQ3_K:
+      return f(TypeTag<DType::kQ3_K>{});
+    case DType::kQ4_K:
+      return f(TypeTag<DType::kQ4_K>{});
+    case DType::kQ5_K:
+      return f(TypeTag<DType::kQ5_K>{});
+    case DType::kQ6_K:
+      return f(TypeTag<DType::kQ6_K>{});
+    case DType::kQ8_K:
+      return f(TypeTag<DType::kQ8_K>{});
+    case DType::kIQ4_NL:
+      return f(TypeTag<DType::kIQ4_NL>{});
+    case DType::kIQ4_XS:
+      return f(TypeTag<DType::kIQ4_XS>{});
+    case DType::kTQ1_0:
+      return f(TypeTag<DType::kTQ1_0>{});
+    case DType::kTQ2_0:
+      return f(TypeTag<DType::kTQ2_0>{});
+    case DType::kMXFP4:
+      return f(TypeTag<DType::kMXFP4>{});
+    case DType::kNVFP4:
+      return f(TypeTag<DType::kNVFP4>{});
+    default:
+      return cudaErrorInvalidValue;
   }
 }
 
@@ -110,8 +131,9 @@ static_assert(kTileTokens * kTileK % kTileThreads == 0, "whole activation loads 
 
 template <DType T>
 __global__ void __launch_bounds__(kTileThreads)
-    matmul_tiled_kernel(const uint8_t* __restrict__ w, int64_t n_cols, int64_t n_rows, size_t row_bytes,
-                        const float* __restrict__ x, float* __restrict__ y, int n_tokens) {
+    matmul_tiled_kernel(const uint8_t* __restrict__ w, int64_t n_cols, int64_t n_rows,
+                        size_t row_bytes, const float* __restrict__ x, float* __restrict__ y,
+                        int n_tokens) {
   // Column-major tiles ([k][row], [k][token]) padded to 65 so that both the stores below and the
   // reads of the product loop hit 32 different banks.
   __shared__ float ws[kTileK][kTileRows + 1];
@@ -184,7 +206,8 @@ __global__ void __launch_bounds__(kTileThreads)
 // out[i] = scale · row ids[i]: one block per output row; bit-exact with ref::get_rows.
 template <DType T>
 __global__ void get_rows_kernel(const uint8_t* __restrict__ table, int64_t n_cols, size_t row_bytes,
-                                const int32_t* __restrict__ ids, float scale, float* __restrict__ out) {
+                                const int32_t* __restrict__ ids, float scale,
+                                float* __restrict__ out) {
   const uint8_t* row = table + static_cast<int64_t>(ids[blockIdx.x]) * row_bytes;
   float* o = out + static_cast<int64_t>(blockIdx.x) * n_cols;
   const int64_t n_units = (n_cols + 7) / 8;
@@ -194,7 +217,8 @@ __global__ void get_rows_kernel(const uint8_t* __restrict__ table, int64_t n_col
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const int64_t c = 8 * u + j;
-      if (unit_block_values(T) > 1 || c < n_cols) o[c] = scale != 1.0f ? __fmul_rn(v[j], scale) : v[j];
+      if (unit_block_values(T) > 1 || c < n_cols)
+        o[c] = scale != 1.0f ? __fmul_rn(v[j], scale) : v[j];
     }
   }
 }
@@ -209,7 +233,8 @@ bool can_decode(DType type) {
   return unit_block_values(type) > 0;
 }
 
-cudaError_t launch_matmul(const Matrix& w, const float* x, float* y, int n_tokens, cudaStream_t stream) {
+cudaError_t launch_matmul(const Matrix& w, const float* x, float* y, int n_tokens,
+                          cudaStream_t stream) {
   if (n_tokens <= 0 || w.n_rows == 0) return cudaSuccess;
   const auto* data = static_cast<const uint8_t*>(w.data);
   return with_type(w.type, [&](auto tag) {
@@ -219,8 +244,8 @@ cudaError_t launch_matmul(const Matrix& w, const float* x, float* y, int n_token
           data, w.n_cols, w.n_rows, w.row_bytes, x, y, n_tokens);
     } else {
       const dim3 grid(blocks_for(w.n_rows, kTileRows), blocks_for(n_tokens, kTileTokens));
-      matmul_tiled_kernel<T><<<grid, kTileThreads, 0, stream>>>(data, w.n_cols, w.n_rows, w.row_bytes, x, y,
-                                                                n_tokens);
+      matmul_tiled_kernel<T><<<grid, kTileThreads, 0, stream>>>(data, w.n_cols, w.n_rows,
+                                                                w.row_bytes, x, y, n_tokens);
     }
     return cudaGetLastError();
   });
@@ -232,8 +257,8 @@ cudaError_t launch_get_rows(const Matrix& table, const int32_t* ids, int n, floa
   const auto* data = static_cast<const uint8_t*>(table.data);
   return with_type(table.type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
-    get_rows_kernel<T><<<static_cast<unsigned int>(n), 128, 0, stream>>>(data, table.n_cols, table.row_bytes, ids,
-                                                                         scale, out);
+    get_rows_kernel<T><<<static_cast<unsigned int>(n), 128, 0, stream>>>(
+        data, table.n_cols, table.row_bytes, ids, scale, out);
     return cudaGetLastError();
   });
 }

@@ -67,8 +67,8 @@ __global__ void __launch_bounds__(kNormThreads)
 
 // --- RoPE: one thread per (token, head, pair); angles in double as the reference -------------
 
-__global__ void rope_kernel(float* x, int n_tokens, int n_head, int head_dim, const int32_t* __restrict__ pos,
-                            RopeParams p) {
+__global__ void rope_kernel(float* x, int n_tokens, int n_head, int head_dim,
+                            const int32_t* __restrict__ pos, RopeParams p) {
   const int half = p.n_rot / 2;
   const int64_t total = static_cast<int64_t>(n_tokens) * n_head * half;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
@@ -99,8 +99,9 @@ __global__ void rope_kernel(float* x, int n_tokens, int n_head, int head_dim, co
 
 constexpr int kAttnWarps = 8;
 
-__device__ __forceinline__ const uint8_t* cell_row(const uint8_t* const* blocks, int cells_per_block,
-                                                   size_t row_bytes, int cell) {
+__device__ __forceinline__ const uint8_t* cell_row(const uint8_t* const* blocks,
+                                                   int cells_per_block, size_t row_bytes,
+                                                   int cell) {
   return blocks[cell / cells_per_block] + static_cast<size_t>(cell % cells_per_block) * row_bytes;
 }
 
@@ -109,8 +110,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_kernel(AttentionBat
   const int h = blockIdx.x, t = t0 + blockIdx.y;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int d = b.head_dim;
-  float* q_s = smem;                   // [d]
-  float* acc_all = smem + d;           // [kAttnWarps][d]
+  float* q_s = smem;                      // [d]
+  float* acc_all = smem + d;              // [kAttnWarps][d]
   float* m_l = acc_all + kAttnWarps * d;  // [kAttnWarps] maxima, then [kAttnWarps] sums
   float* acc = acc_all + warp * d;
 
@@ -129,7 +130,8 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_kernel(AttentionBat
     if (p < 0 || p > q_pos || (b.window > 0 && p <= q_pos - b.window)) continue;  // warp-uniform
     const uint8_t* k_row = cell_row(kv.k_blocks, kv.cells_per_block, kv.k_row_bytes, c);
     float dot = 0.0f;
-    for (int i = lane; i < d; i += 32) dot = fmaf(q_s[i], cache_value(kv.k_type, k_row, first + i), dot);
+    for (int i = lane; i < d; i += 32)
+      dot = fmaf(q_s[i], cache_value(kv.k_type, k_row, first + i), dot);
     const float s = warp_sum(dot) * b.scale;
     const float m_new = fmaxf(m, s);
     const float correction = expf(m - m_new);  // 0 for the first visible cell (m = −inf)
@@ -183,7 +185,8 @@ __device__ void quantize_block_q8_0(const float* src, tensor::BlockQ8_0* dst) {
   const float d = __fdiv_rn(amax, 127.0f);
   const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
   dst->d = f32_to_f16(d);
-  for (int j = 0; j < 32; ++j) dst->qs[j] = static_cast<int8_t>(truncate_to_int(roundf(__fmul_rn(src[j], id))));
+  for (int j = 0; j < 32; ++j)
+    dst->qs[j] = static_cast<int8_t>(truncate_to_int(roundf(__fmul_rn(src[j], id))));
 }
 
 __device__ void quantize_block_q4_0(const float* src, tensor::BlockQ4_0* dst) {
@@ -221,10 +224,12 @@ __global__ void store_kv_kernel(DType k_type, DType v_type, int kv_dim, const fl
       if (i < kv_dim) reinterpret_cast<uint16_t*>(out)[i] = f32_to_f16(src[i]);
       break;
     case DType::kQ8_0:
-      if (i < kv_dim / 32) quantize_block_q8_0(src + 32 * i, reinterpret_cast<tensor::BlockQ8_0*>(out) + i);
+      if (i < kv_dim / 32)
+        quantize_block_q8_0(src + 32 * i, reinterpret_cast<tensor::BlockQ8_0*>(out) + i);
       break;
     case DType::kQ4_0:
-      if (i < kv_dim / 32) quantize_block_q4_0(src + 32 * i, reinterpret_cast<tensor::BlockQ4_0*>(out) + i);
+      if (i < kv_dim / 32)
+        quantize_block_q4_0(src + 32 * i, reinterpret_cast<tensor::BlockQ4_0*>(out) + i);
       break;
     default:
       break;  // refused on the host
@@ -233,20 +238,31 @@ __global__ void store_kv_kernel(DType k_type, DType v_type, int kv_dim, const fl
 
 // --- Elementwise -------------------------------------------------------------------------------
 
-__global__ void elementwise_kernel(Elementwise op, float* y, const float* __restrict__ x, float s, int64_t n) {
+__global__ void elementwise_kernel(Elementwise op, float* y, const float* __restrict__ x, float s,
+                                   int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     switch (op) {
-      case Elementwise::kAdd: y[i] = __fadd_rn(y[i], x[i]); break;
-      case Elementwise::kMul: y[i] = __fmul_rn(y[i], x[i]); break;
-      case Elementwise::kScale: y[i] = __fmul_rn(y[i], s); break;
-      case Elementwise::kSoftcap: y[i] = __fmul_rn(s, tanhf(__fdiv_rn(y[i], s))); break;
+      case Elementwise::kAdd:
+        y[i] = __fadd_rn(y[i], x[i]);
+        break;
+      case Elementwise::kMul:
+        y[i] = __fmul_rn(y[i], x[i]);
+        break;
+      case Elementwise::kScale:
+        y[i] = __fmul_rn(y[i], s);
+        break;
+      case Elementwise::kSoftcap:
+        y[i] = __fmul_rn(s, tanhf(__fdiv_rn(y[i], s)));
+        break;
     }
   }
 }
 
 // ref::silu and ref::gelu, operation for operation (expf/tanhf are CUDA's, within 2 ulp).
-__device__ __forceinline__ float silu(float x) { return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x))); }
+__device__ __forceinline__ float silu(float x) {
+  return __fdiv_rn(x, __fadd_rn(1.0f, expf(-x)));
+}
 __device__ __forceinline__ float gelu(float x) {
   constexpr float kSqrt2OverPi = 0.7978845608028654f;
   const float cube = __fmul_rn(__fmul_rn(__fmul_rn(0.044715f, x), x), x);
@@ -254,8 +270,8 @@ __device__ __forceinline__ float gelu(float x) {
   return __fmul_rn(__fmul_rn(0.5f, x), __fadd_rn(1.0f, tanhf(z)));
 }
 
-__global__ void act_mul_kernel(Activation act, const float* gate, const float* up, float* out, int64_t n,
-                               int64_t n_rows, int64_t stride) {
+__global__ void act_mul_kernel(Activation act, const float* gate, const float* up, float* out,
+                               int64_t n, int64_t n_rows, int64_t stride) {
   const int64_t total = n * n_rows;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -266,8 +282,9 @@ __global__ void act_mul_kernel(Activation act, const float* gate, const float* u
 }
 
 // Rows that do not overlap: every value copied independently.
-__global__ void copy_rows_kernel(float* __restrict__ y, int64_t y_stride, const float* __restrict__ x,
-                                 int64_t x_stride, int64_t n, int64_t n_rows) {
+__global__ void copy_rows_kernel(float* __restrict__ y, int64_t y_stride,
+                                 const float* __restrict__ x, int64_t x_stride, int64_t n,
+                                 int64_t n_rows) {
   const int64_t total = n * n_rows;
   for (int64_t idx = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; idx < total;
        idx += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -279,8 +296,8 @@ __global__ void copy_rows_kernel(float* __restrict__ y, int64_t y_stride, const 
 // Overlapping source and destination: one block, rows in order, each row a memmove in chunks of
 // blockDim values, walked away from the overlap (backwards when the destination lies after the
 // source) so a chunk is read entirely before any of its values can be overwritten.
-__global__ void copy_rows_overlapping_kernel(float* y, int64_t y_stride, const float* x, int64_t x_stride, int64_t n,
-                                             int64_t n_rows) {
+__global__ void copy_rows_overlapping_kernel(float* y, int64_t y_stride, const float* x,
+                                             int64_t x_stride, int64_t n, int64_t n_rows) {
   const int64_t chunk = blockDim.x;
   const int64_t n_chunks = (n + chunk - 1) / chunk;
   for (int64_t r = 0; r < n_rows; ++r) {
@@ -300,9 +317,9 @@ __global__ void copy_rows_overlapping_kernel(float* y, int64_t y_stride, const f
 
 // --- MoE routing: one warp per token, the CPU backend's double arithmetic ----------------------
 
-__global__ void __launch_bounds__(32) moe_route_kernel(const float* __restrict__ logits, int n_expert, int k,
-                                                       const float* __restrict__ expert_scale, int32_t* ids,
-                                                       float* weights) {
+__global__ void __launch_bounds__(32)
+    moe_route_kernel(const float* __restrict__ logits, int n_expert, int k,
+                     const float* __restrict__ expert_scale, int32_t* ids, float* weights) {
   __shared__ double prob[kMaxExperts];
   __shared__ bool taken[kMaxExperts];
   const int t = blockIdx.x, lane = threadIdx.x;
@@ -370,7 +387,8 @@ bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_byt
 
 // Bytes spanned by n_rows rows of n floats, `stride` apart.
 int64_t span_bytes(int64_t n, int64_t n_rows, int64_t stride) {
-  return n_rows == 0 || n == 0 ? 0 : ((n_rows - 1) * stride + n) * static_cast<int64_t>(sizeof(float));
+  return n_rows == 0 || n == 0 ? 0
+                               : ((n_rows - 1) * stride + n) * static_cast<int64_t>(sizeof(float));
 }
 
 }  // namespace
@@ -379,15 +397,15 @@ bool is_cache_type(DType type) {
   return type == DType::kF32 || type == DType::kF16 || type == DType::kQ8_0 || type == DType::kQ4_0;
 }
 
-cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows, float eps,
-                           cudaStream_t stream) {
+cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows,
+                           float eps, cudaStream_t stream) {
   if (n_rows <= 0 || n <= 0) return cudaSuccess;
   rmsnorm_kernel<<<static_cast<unsigned int>(n_rows), kNormThreads, 0, stream>>>(x, w, y, n, eps);
   return cudaGetLastError();
 }
 
-cudaError_t launch_rope(float* x, int n_tokens, int n_head, int head_dim, const int32_t* pos, const RopeParams& p,
-                        cudaStream_t stream) {
+cudaError_t launch_rope(float* x, int n_tokens, int n_head, int head_dim, const int32_t* pos,
+                        const RopeParams& p, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(n_tokens) * n_head * (p.n_rot / 2);
   if (total <= 0) return cudaSuccess;
   rope_kernel<<<stride_blocks(total, 256), 256, 0, stream>>>(x, n_tokens, n_head, head_dim, pos, p);
@@ -400,7 +418,8 @@ size_t attention_shared_bytes(int head_dim) {
 
 cudaError_t launch_attention(const AttentionBatch& batch, cudaStream_t stream) {
   if (batch.n_tokens <= 0 || batch.n_head <= 0) return cudaSuccess;
-  const size_t shared = attention_shared_bytes(batch.head_dim);  // ≤ 37 KB at kMaxHeadDim: no opt-in
+  const size_t shared =
+      attention_shared_bytes(batch.head_dim);  // ≤ 37 KB at kMaxHeadDim: no opt-in
   for (int t0 = 0; t0 < batch.n_tokens; t0 += kMaxGridY) {
     const int nt = batch.n_tokens - t0 < kMaxGridY ? batch.n_tokens - t0 : kMaxGridY;
     attention_kernel<<<dim3(batch.n_head, nt), 32 * kAttnWarps, shared, stream>>>(batch, t0);
@@ -417,7 +436,8 @@ cudaError_t launch_store_kv(DType k_type, DType v_type, int kv_dim, const float*
   for (int t0 = 0; t0 < n_tokens; t0 += kMaxGridY) {
     const int nt = n_tokens - t0 < kMaxGridY ? n_tokens - t0 : kMaxGridY;
     const dim3 grid(blocks_for(kv_dim, kThreads), nt, 2);
-    store_kv_kernel<<<grid, kThreads, 0, stream>>>(k_type, v_type, kv_dim, k + static_cast<int64_t>(t0) * kv_dim,
+    store_kv_kernel<<<grid, kThreads, 0, stream>>>(k_type, v_type, kv_dim,
+                                                   k + static_cast<int64_t>(t0) * kv_dim,
                                                    v + static_cast<int64_t>(t0) * kv_dim, dst + t0);
     const cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
@@ -425,35 +445,39 @@ cudaError_t launch_store_kv(DType k_type, DType v_type, int kv_dim, const float*
   return cudaSuccess;
 }
 
-cudaError_t launch_elementwise(Elementwise op, float* y, const float* x, float s, int64_t n, cudaStream_t stream) {
+cudaError_t launch_elementwise(Elementwise op, float* y, const float* x, float s, int64_t n,
+                               cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   elementwise_kernel<<<stride_blocks(n, 256), 256, 0, stream>>>(op, y, x, s, n);
   return cudaGetLastError();
 }
 
-cudaError_t launch_act_mul(Activation act, const float* gate, const float* up, float* out, int64_t n,
-                           int64_t n_rows, int64_t stride, cudaStream_t stream) {
+cudaError_t launch_act_mul(Activation act, const float* gate, const float* up, float* out,
+                           int64_t n, int64_t n_rows, int64_t stride, cudaStream_t stream) {
   if (n <= 0 || n_rows <= 0) return cudaSuccess;
-  act_mul_kernel<<<stride_blocks(n * n_rows, 256), 256, 0, stream>>>(act, gate, up, out, n, n_rows, stride);
+  act_mul_kernel<<<stride_blocks(n * n_rows, 256), 256, 0, stream>>>(act, gate, up, out, n, n_rows,
+                                                                     stride);
   return cudaGetLastError();
 }
 
-cudaError_t launch_copy_rows(float* y, int64_t y_stride, const float* x, int64_t x_stride, int64_t n,
-                             int64_t n_rows, cudaStream_t stream) {
+cudaError_t launch_copy_rows(float* y, int64_t y_stride, const float* x, int64_t x_stride,
+                             int64_t n, int64_t n_rows, cudaStream_t stream) {
   if (n <= 0 || n_rows <= 0 || (y == x && y_stride == x_stride)) return cudaSuccess;
   if (ranges_overlap(y, span_bytes(n, n_rows, y_stride), x, span_bytes(n, n_rows, x_stride))) {
     copy_rows_overlapping_kernel<<<1, 1024, 0, stream>>>(y, y_stride, x, x_stride, n, n_rows);
   } else {
-    copy_rows_kernel<<<stride_blocks(n * n_rows, 256), 256, 0, stream>>>(y, y_stride, x, x_stride, n, n_rows);
+    copy_rows_kernel<<<stride_blocks(n * n_rows, 256), 256, 0, stream>>>(y, y_stride, x, x_stride,
+                                                                         n, n_rows);
   }
   return cudaGetLastError();
 }
 
-cudaError_t launch_moe_route(const float* logits, int n_tokens, int n_expert, int k, const float* expert_scale,
-                             int32_t* ids, float* weights, cudaStream_t stream) {
+cudaError_t launch_moe_route(const float* logits, int n_tokens, int n_expert, int k,
+                             const float* expert_scale, int32_t* ids, float* weights,
+                             cudaStream_t stream) {
   if (n_tokens <= 0) return cudaSuccess;
-  moe_route_kernel<<<static_cast<unsigned int>(n_tokens), 32, 0, stream>>>(logits, n_expert, k, expert_scale, ids,
-                                                                            weights);
+  moe_route_kernel<<<static_cast<unsigned int>(n_tokens), 32, 0, stream>>>(
+      logits, n_expert, k, expert_scale, ids, weights);
   return cudaGetLastError();
 }
 

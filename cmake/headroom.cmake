@@ -1,15 +1,22 @@
 # Build helpers shared by every module: warnings, sanitizers, module and test declarations.
 
 function(headroom_warnings target)
-  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-missing-field-initializers)
+  # Host compilers only: CUDA sources get the host flags through nvcc's -Xcompiler below.
+  set(host "$<COMPILE_LANGUAGE:C,CXX>")
+  target_compile_options(${target} PRIVATE "$<${host}:-Wall;-Wextra;-Wno-missing-field-initializers>")
   # The fuzz build uses clang, which spells GCC's -Wshadow=local differently.
   if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
-    target_compile_options(${target} PRIVATE -Wshadow-uncaptured-local)
+    target_compile_options(${target} PRIVATE "$<${host}:-Wshadow-uncaptured-local>")
   else()
-    target_compile_options(${target} PRIVATE -Wshadow=local)
+    target_compile_options(${target} PRIVATE "$<${host}:-Wshadow=local>")
   endif()
   if(HEADROOM_WERROR)
-    target_compile_options(${target} PRIVATE -Werror)
+    target_compile_options(${target} PRIVATE "$<${host}:-Werror>")
+  endif()
+  # nvcc: warnings of the host compiler on the host half of .cu files, and nvcc's own.
+  target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>")
+  if(HEADROOM_WERROR)
+    target_compile_options(${target} PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:-Werror=all-warnings;-Xcompiler=-Werror>")
   endif()
 endfunction()
 

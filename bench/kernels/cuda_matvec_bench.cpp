@@ -1,0 +1,106 @@
+// CUDA decode matvec (CudaBackend::matmul with one token) per weight type: bytes read per call
+// (weights + activations + output) over the median time → GB/s, and the ratio to the GPU's peak
+// (memory clock × bus width; a large device copy reaches ~90 % of it). Decode is bandwidth-bound,
+// so the ratio is the kernel's grade. Prints "no GPU" and exits 0 on a machine without one.
+//
+// Usage: cuda_matvec_bench [ROWS COLS]   (default 4096 × 14336, an FFN down projection's shape
+// transposed: large enough to leave the L2 cache behind). Times with the host clock around many
+// queued launches, after a synchronize: launches queue faster than they run at this size.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/backend.h"
+#include "tensor/dtype.h"
+
+namespace {
+
+using kernels::cuda::CudaBackend;
+using tensor::DType;
+
+constexpr int kRepeats = 50;
+constexpr int kRounds = 7;  // median of these
+
+// Seconds per call, median over rounds of kRepeats queued calls; negative on error.
+double time_matvec(CudaBackend& gpu, const kernels::Matrix& w, const float* x, float* y) {
+  std::vector<double> rounds;
+  gpu.matmul(w, x, y, 1);  // warm-up: module load, first-touch
+  if (!gpu.synchronize().ok()) return -1;
+  for (int r = 0; r < kRounds; ++r) {
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < kRepeats; ++i) gpu.matmul(w, x, y, 1);
+    if (auto s = gpu.synchronize(); !s.ok()) {
+      std::fprintf(stderr, "%s\n", s.error().message().c_str());
+      return -1;
+    }
+    rounds.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / kRepeats);
+  }
+  std::sort(rounds.begin(), rounds.end());
+  return rounds[rounds.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int64_t rows = argc > 2 ? std::atoll(argv[1]) : 4096;
+  const int64_t cols = argc > 2 ? std::atoll(argv[2]) : 14336;
+  auto backend = kernels::cuda::make_cuda_backend(0);
+  if (!backend.ok()) {
+    std::printf("no GPU: %s\n", backend.error().message().c_str());
+    return 0;
+  }
+  CudaBackend& gpu = **backend;
+  const auto& d = gpu.device();
+  std::printf("%s (sm_%d%d, %d SMs, %.1f GiB), peak %.0f GB/s; W %lld x %lld, 1 token\n",
+              d.name.c_str(), d.sm_major, d.sm_minor, d.n_sm, d.total_bytes / 1073741824.0,
+              d.peak_gbs, static_cast<long long>(rows), static_cast<long long>(cols));
+  std::printf("%-8s %10s %10s %9s %7s\n", "type", "MB", "us", "GB/s", "%peak");
+
+  std::mt19937 rng(1);
+  std::vector<float> x(cols);
+  for (auto& v : x) v = std::normal_distribution<float>(0.0f, 1.0f)(rng);
+  auto x_dev = gpu.allocate(cols * sizeof(float));
+  auto y_dev = gpu.allocate(rows * sizeof(float));
+  if (!x_dev.ok() || !y_dev.ok() || !gpu.upload(*x_dev, x.data(), x.size() * sizeof(float)).ok()) {
+    std::fprintf(stderr, "cannot allocate the activations\n");
+    return 1;
+  }
+  const DType types[] = {DType::kF32,  DType::kF16,    DType::kBF16,   DType::kQ8_0,
+                         DType::kQ4_0, DType::kQ4_1,   DType::kQ5_0,   DType::kQ5_1,
+                         DType::kQ2_K, DType::kQ3_K,   DType::kQ4_K,   DType::kQ5_K,
+                         DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
+  int failures = 0;
+  for (DType type : types) {
+    if (!tensor::check_row_length(type, cols).ok()) continue;
+    const size_t row_bytes = static_cast<size_t>(tensor::row_bytes(type, cols));
+    // Random bytes: a matvec reads the same bytes whatever they hold; finite values do not matter
+    // for timing (random f16 scales may decode to inf/nan, which costs nothing extra).
+    std::vector<uint8_t> bytes(row_bytes * rows);
+    for (auto& b : bytes) b = static_cast<uint8_t>(rng() & 0x3b);  // keeps f16/bf16 exponents small
+    auto w_dev = gpu.allocate(bytes.size());
+    if (!w_dev.ok() || !gpu.upload(*w_dev, bytes.data(), bytes.size()).ok()) {
+      std::fprintf(stderr, "cannot upload %s weights\n", tensor::dtype_name(type).data());
+      ++failures;
+      continue;
+    }
+    const kernels::Matrix w{*w_dev, type, cols, rows, row_bytes};
+    const double seconds =
+        time_matvec(gpu, w, static_cast<float*>(*x_dev), static_cast<float*>(*y_dev));
+    gpu.release(*w_dev);
+    if (seconds <= 0) {
+      ++failures;
+      continue;
+    }
+    const double moved = static_cast<double>(bytes.size()) + (cols + rows) * sizeof(float);
+    const double gbs = moved / seconds / 1e9;
+    std::printf("%-8s %10.1f %10.1f %9.0f %6.0f%%\n", tensor::dtype_name(type).data(), moved / 1e6,
+                seconds * 1e6, gbs, d.peak_gbs > 0 ? 100.0 * gbs / d.peak_gbs : 0.0);
+  }
+  gpu.release(*x_dev);
+  gpu.release(*y_dev);
+  return failures == 0 ? 0 : 1;
+}

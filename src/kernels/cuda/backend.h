@@ -1,0 +1,111 @@
+// kernels::cuda::CudaBackend — every op of the interface on one NVIDIA GPU (kernels in matmul.cu
+// and ops.cu, strategies described there), and the device queries and memory helpers its callers
+// need. This header includes no CUDA header: host code compiled by the C++ compiler uses it.
+//
+// Status: built and tested against kernels::ref (tests/kernels/cuda_backend_test.cpp), not yet
+// wired into the engine or the CLI — the Planner/Engine placement of weights and KV in device
+// memory is the next step of issue #9. See docs/cuda.md.
+//
+// Contract:
+// - Every pointer an op receives is a device pointer of this backend's GPU, including the arrays
+//   inside the op structs (AttentionBatch::q/out/pos/kv, the KvSpan each kv[t] points to, and its
+//   k_blocks, v_blocks and cell_pos; KvWrite rows; RopeParams::inv_freq; ids; expert_scale).
+//   The structs themselves (Matrix, AttentionBatch, RopeParams) are read on the host.
+// - Ops are asynchronous on the backend's stream, in issue order. An op cannot return an error
+//   (Backend's signatures are void), so the first failure — a refused argument or a failed CUDA
+//   call — is recorded as one line ("cuda matmul: …") and returned by the next synchronize().
+// - Results: matmul and attention accumulate in f32 (the reference in double) and agree with it
+//   within the tolerances of the CPU tests; get_rows, store_kv, rope, copies and add/mul/scale
+//   give the reference's bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/ops.h"
+#include "util/result.h"
+
+struct CUstream_st;  // cudaStream_t is CUstream_st*; declared here so no CUDA header is needed
+
+namespace kernels::cuda {
+
+// A GPU as the CUDA runtime reports it.
+struct CudaDevice {
+  int index = 0;
+  std::string name;                // "NVIDIA H100 80GB HBM3"
+  int sm_major = 0, sm_minor = 0;  // compute capability
+  int n_sm = 0;                    // multiprocessors
+  size_t total_bytes = 0;          // device memory
+  double peak_gbs = 0;  // memory clock × bus width × 2 (DDR), GB/s: the datasheet ceiling
+};
+
+// The GPUs this process can use, or a one-line error saying why there are none (no driver, no
+// GPU, a driver older than the runtime this binary carries).
+util::Result<std::vector<CudaDevice>> cuda_devices();
+
+class CudaBackend final : public Backend {
+ public:
+  ~CudaBackend() override;
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string_view name() const override { return "cuda"; }
+  const CudaDevice& device() const { return device_; }
+
+  void matmul(const Matrix& w, const float* x, float* y, int n_tokens) override;
+  void get_rows(const Matrix& t, const int32_t* ids, int n, float s, float* out) override;
+  void rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows,
+               float eps) override;
+  void rope(float* x, int n_tokens, int n_head, int head_dim, const int32_t* pos,
+            const RopeParams& p) override;
+  void attention(const AttentionBatch& batch) override;
+  void store_kv(DType kt, DType vt, int kv_dim, const float* k, const float* v, const KvWrite* dst,
+                int n) override;
+  void add(float* y, const float* x, int64_t n) override;
+  void mul(float* y, const float* x, int64_t n) override;
+  void scale(float* y, float s, int64_t n) override;
+  void softcap(float* y, float cap, int64_t n) override;
+  void silu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows,
+                int64_t stride) override;
+  void gelu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows,
+                int64_t stride) override;
+  void copy(float* y, const float* x, int64_t n) override;
+  void moe_route(const float* l, int t, int e, int k, const float* s, int32_t* ids,
+                 float* w) override;
+  void copy_rows(float* y, int64_t ys, const float* x, int64_t xs, int64_t n,
+                 int64_t rows) override;
+
+  // Device memory (tests, benchmarks; later the Engine's allocator, which the Plan sizes).
+  util::Result<void*> allocate(size_t bytes);
+  void release(void* device_ptr);
+  // Copies that complete before they return (ordered after every op issued so far).
+  util::Status upload(void* device_dst, const void* host_src, size_t bytes);
+  util::Status download(void* host_dst, const void* device_src, size_t bytes);
+  // Waits for every op issued so far; returns the first error recorded since the last call.
+  util::Status synchronize();
+
+ private:
+  friend util::Result<std::unique_ptr<CudaBackend>> make_cuda_backend(int device);
+  CudaBackend(CudaDevice device, CUstream_st* stream)
+      : device_(std::move(device)), stream_(stream) {}
+
+  // Records the first failure of an op (later ones are usually its consequences).
+  void fail(std::string message);
+  // Makes this backend's GPU current for the calling thread; false (recorded) if that fails.
+  bool enter(const char* op);
+  // Records a failed launch or call of `op`.
+  void check(int cuda_error, const char* op);
+
+  CudaDevice device_;
+  CUstream_st* stream_;
+  std::string error_;
+};
+
+// The backend of GPU `device` (an index into cuda_devices()), or a one-line error: no driver, no
+// such GPU, a GPU older than the architectures this binary was built for.
+util::Result<std::unique_ptr<CudaBackend>> make_cuda_backend(int device);
+
+}  // namespace kernels::cuda

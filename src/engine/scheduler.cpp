@@ -107,6 +107,10 @@ void Scheduler::cancel(int id) {
   }
 }
 
+int Scheduler::n_running() const {
+  return static_cast<int>(std::ranges::count_if(running_, [](const auto& s) { return s->slot >= 0; }));
+}
+
 void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error) {
   if (seq.slot >= 0) {
     engine_.cache().release(seq.slot);  // the KV blocks are free the moment the sequence ends

@@ -44,7 +44,8 @@ class Scheduler {
   // leaves the queue at once. Either way on_done reports kCancelled.
   void cancel(int id);
   bool idle() const { return running_.empty() && waiting_.empty(); }
-  int n_running() const { return static_cast<int>(running_.size()); }
+  // Sequences holding a slot; one that finished inside this step no longer counts.
+  int n_running() const;
   int n_waiting() const { return static_cast<int>(waiting_.size()); }
 
   // Admits what fits, runs one batched forward, samples, finishes what is done.

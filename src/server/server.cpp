@@ -111,6 +111,14 @@ class EngineLoop {
 
   // Waits until the engine thread has taken (or refused) the request: between two steps.
   engine::SubmitResult submit(engine::Request request) {
+    // The gauges are published before the client hears that its request ended, so a scrape
+    // made after the last response never counts it as still holding a slot or KV.
+    request.on_done = [this, done = std::move(request.on_done)](engine::FinishReason reason,
+                                                                const engine::RequestStats& stats,
+                                                                const std::string& error) {
+      publish_gauges();
+      if (done) done(reason, stats, error);
+    };
     Submission s{std::move(request), {}};
     auto result = s.result.get_future();
     {
@@ -131,6 +139,13 @@ class EngineLoop {
   }
 
  private:
+  void publish_gauges() {
+    metrics_.active.set(scheduler_.n_running());
+    metrics_.slots_used.set(scheduler_.n_running());
+    metrics_.queued.set(scheduler_.n_waiting());
+    metrics_.kv_used.set(static_cast<double>(engine_.cache().bytes_in_use()));
+  }
+
   struct Submission {
     engine::Request request;
     std::promise<engine::SubmitResult> result;
@@ -156,10 +171,7 @@ class EngineLoop {
           metrics_.error("engine").inc();
         }
       }
-      metrics_.active.set(scheduler_.n_running());
-      metrics_.slots_used.set(scheduler_.n_running());
-      metrics_.queued.set(scheduler_.n_waiting());
-      metrics_.kv_used.set(static_cast<double>(engine_.cache().bytes_in_use()));
+      publish_gauges();
     }
     // Refuse what arrived during shutdown; the Scheduler's destructor cancels the rest.
     std::lock_guard lock(mutex_);

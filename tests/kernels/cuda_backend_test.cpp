@@ -415,12 +415,16 @@ TEST_F(CudaBackendTest, StoreKvWritesTheReferenceBytes) {
         k[2] = 1.0f + 1.0f / 2048.0f;  // a rounding tie
         const size_t k_row = tensor::row_bytes(k_type, kKvDim),
                      v_row = tensor::row_bytes(v_type, kKvDim);
-        const size_t total = n * (k_row + v_row);
+        // The V rows start 16-byte aligned after the K rows: destinations must be aligned to
+        // their type, as in the cache (tensor::quantize_row refuses others, so the reference
+        // would write nothing there).
+        const size_t v_start = (n * k_row + 15) / 16 * 16;
+        const size_t total = v_start + n * v_row;
         // Rows in reverse order, so the destinations are not one contiguous run.
         auto rows = [&](uint8_t* base) {
           std::vector<kernels::KvWrite> dst(n);
           for (int t = 0; t < n; ++t)
-            dst[t] = {base + (n - 1 - t) * k_row, base + n * k_row + (n - 1 - t) * v_row};
+            dst[t] = {base + (n - 1 - t) * k_row, base + v_start + (n - 1 - t) * v_row};
           return dst;
         };
         std::vector<uint8_t> expected(total, 0xAB);
@@ -431,9 +435,13 @@ TEST_F(CudaBackendTest, StoreKvWritesTheReferenceBytes) {
         DeviceBuffer k_dev(gpu(), k), v_dev(gpu(), v);
         gpu().store_kv(k_type, v_type, kKvDim, k_dev.get<float>(), v_dev.get<float>(),
                        dst_dev.get<kernels::KvWrite>(), n);
-        EXPECT_EQ(bytes_dev.read<uint8_t>(total), expected)
+        const auto got = bytes_dev.read<uint8_t>(total);
+        const auto diff = std::mismatch(got.begin(), got.end(), expected.begin());
+        EXPECT_TRUE(diff.first == got.end())
             << "K " << tensor::dtype_name(k_type) << " V " << tensor::dtype_name(v_type) << " n "
-            << n;
+            << n << ": first different byte at " << (diff.first - got.begin()) << " of " << total
+            << " (V rows start at " << v_start << "): " << int{*diff.first} << " instead of "
+            << int{*diff.second};
       }
     }
   }

@@ -2,15 +2,18 @@
 // and ops.cu, strategies described there), and the device queries and memory helpers its callers
 // need. This header includes no CUDA header: host code compiled by the C++ compiler uses it.
 //
-// Status: built and tested against kernels::ref (tests/kernels/cuda_backend_test.cpp), not yet
-// wired into the engine or the CLI — the Planner/Engine placement of weights and KV in device
-// memory is the next step of issue #9. See docs/cuda.md.
+// Status: tested against kernels::ref on an H100 (tests/kernels/cuda_backend_test.cpp, all
+// passing, also under compute-sanitizer memcheck), not yet wired into the engine or the CLI — the
+// Planner/Engine placement of weights and KV in device memory is the next step of issue #9. See
+// docs/cuda.md.
 //
 // Contract:
 // - Every pointer an op receives is a device pointer of this backend's GPU, including the arrays
 //   inside the op structs (AttentionBatch::q/out/pos/kv, the KvSpan each kv[t] points to, and its
 //   k_blocks, v_blocks and cell_pos; KvWrite rows; RopeParams::inv_freq; ids; expert_scale).
 //   The structs themselves (Matrix, AttentionBatch, RopeParams) are read on the host.
+// - store_kv destinations (KvWrite k, v) are aligned to their cache type (4 bytes for f32, 2 for
+//   the others), as kv::Cache lays them out and as tensor::quantize_row requires on the CPU.
 // - Ops are asynchronous on the backend's stream, in issue order. An op cannot return an error
 //   (Backend's signatures are void), so the first failure — a refused argument or a failed CUDA
 //   call — is recorded as one line ("cuda matmul: …") and returned by the next synchronize().

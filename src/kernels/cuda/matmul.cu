@@ -3,11 +3,15 @@
 //   y[t][r] = Σ_c W[r][c] · x[t][c]    W: [n_rows][n_cols] stored, x: [T][n_cols], y: [T][n_rows]
 //
 // Two kernels, both reading each stored weight byte from device memory once per call:
-// - matvec (T ≤ 8, decode): one warp per weight row. Lane l walks the row's 8-value units
-//   l, l + 32, …, decodes each in registers (decode.cuh), multiplies it with the same 8 columns
-//   of every token's activations (re-read from L1/L2: they are shared by all rows) and keeps one
-//   f32 sum per token; a warp-shuffle reduction ends the row. Bytes moved ≈ the weight matrix
-//   plus T·n_cols·4 of activations plus T·n_rows·4 of output: bandwidth-bound, as decode is.
+// - matvec (T ≤ 8, decode): one warp per weight row (kMatvecRows). Lane l walks the row's 8-value
+//   units l, l + 32, …, decodes each in registers (decode.cuh), multiplies it with the same 8
+//   columns of every token's activations (two 16-byte loads, re-read from L1/L2: they are shared
+//   by all rows) and keeps one f32 sum per token; a warp-shuffle reduction ends the row. Bytes
+//   moved ≈ the weight matrix plus T·n_cols·4 of activations plus T·n_rows·4 of output. On an
+//   H100 f32 weights stream at 97 % of the device copy rate, but the quantized types reach only
+//   15–30 %: the value-by-value decode (byte loads, per-unit scale unpacking) is instruction- and
+//   latency-bound, not bandwidth-bound. Next: integer dot products on activations quantized to
+//   8 bits once per call, with 4-byte loads of whole blocks (bench/RESULTS.md, issue #9).
 // - tiled (T > 8, prefill): a 64-row × 64-token output tile per block of 256 threads. Per step of
 //   32 columns, each thread decodes one weight unit into shared memory (so a weight is decoded
 //   once per 64 tokens, not once per token) and the block stages the 64 tokens' activations
@@ -77,47 +81,82 @@ cudaError_t with_type(DType type, F&& f) {
   }
 }
 
-// Weight rows per matvec block (one warp each).
+// Matvec geometry: warps per block, and weight rows per warp (each activation load serves every
+// row of its warp). Measured on an H100 (bench/RESULTS.md, 16384 × 14336): 1, 2 and 4 rows per
+// warp were within 20 % of each other; 1 was fastest for the quantized types (fewest registers,
+// most warps in flight) and within 1 % for f32, so it is kept. The 16-byte activation loads
+// (load_x8) were the change that mattered: they cut L1 traffic 4× against value-by-value loads.
 constexpr int kMatvecWarps = 4;
+constexpr int kMatvecRows = 1;
+
+// xv = x[c0, c0 + 8): two 16-byte loads when the row allows (vec), else value by value with the
+// values past n_cols read as 0 (only plain float types end in a partial unit).
+__device__ __forceinline__ void load_x8(const float* __restrict__ x, int64_t c0, int64_t n_cols,
+                                        bool vec, float (&xv)[8]) {
+  if (vec) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(x + c0));
+    const float4 b = __ldg(reinterpret_cast<const float4*>(x + c0) + 1);
+    xv[0] = a.x, xv[1] = a.y, xv[2] = a.z, xv[3] = a.w;
+    xv[4] = b.x, xv[5] = b.y, xv[6] = b.z, xv[7] = b.w;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) xv[j] = c0 + j < n_cols ? __ldg(x + c0 + j) : 0.0f;
+  }
+}
 
 template <DType T>
 __global__ void __launch_bounds__(32 * kMatvecWarps)
     matvec_kernel(const uint8_t* __restrict__ w, int64_t n_cols, int64_t n_rows, size_t row_bytes,
                   const float* __restrict__ x, float* __restrict__ y, int n_tokens) {
   const int lane = threadIdx.x % 32;
-  const int64_t r = static_cast<int64_t>(blockIdx.x) * kMatvecWarps + threadIdx.x / 32;
-  if (r >= n_rows) return;  // the whole warp leaves together: the shuffles below stay full-warp
-  const uint8_t* row = w + r * row_bytes;
+  const int64_t r0 =
+      (static_cast<int64_t>(blockIdx.x) * kMatvecWarps + threadIdx.x / 32) * kMatvecRows;
+  if (r0 >= n_rows) return;  // the whole warp leaves together: the shuffles below stay full-warp
   const int64_t n_units = (n_cols + 7) / 8;
-  float acc[kMatvecMaxTokens];
+  // 16-byte activation loads need every token's row 16-byte aligned: n_cols % 4 == 0 and an
+  // aligned x; whole units need n_cols % 8 == 0.
+  const bool vec = n_cols % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  float acc[kMatvecRows][kMatvecMaxTokens];
 #pragma unroll
-  for (int t = 0; t < kMatvecMaxTokens; ++t) acc[t] = 0.0f;
+  for (int i = 0; i < kMatvecRows; ++i) {
+#pragma unroll
+    for (int t = 0; t < kMatvecMaxTokens; ++t) acc[i][t] = 0.0f;
+  }
 
   for (int64_t u = lane; u < n_units; u += 32) {
-    float v[8];
-    decode_unit<T>(row, u, n_cols, v);
+    float v[kMatvecRows][8];
+#pragma unroll
+    for (int i = 0; i < kMatvecRows; ++i) {
+      // Rows past the end (warp-uniform) repeat the last row; their sums are never stored.
+      const int64_t r = r0 + i < n_rows ? r0 + i : n_rows - 1;
+      decode_unit<T>(w + r * row_bytes, u, n_cols, v[i]);
+    }
     const int64_t c0 = 8 * u;
 #pragma unroll
     for (int t = 0; t < kMatvecMaxTokens; ++t) {
       if (t < n_tokens) {
-        const float* xt = x + t * n_cols + c0;
-        float s = 0.0f;
+        float xv[8];
+        load_x8(x + t * n_cols, c0, n_cols, vec, xv);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) {
-          // Only the plain float types can end in a partial unit; never read x past the row.
-          if (unit_block_values(T) > 1 || c0 + j < n_cols) s = fmaf(v[j], __ldg(xt + j), s);
+        for (int i = 0; i < kMatvecRows; ++i) {
+          float s = 0.0f;
+#pragma unroll
+          for (int j = 0; j < 8; ++j) s = fmaf(v[i][j], xv[j], s);
+          acc[i][t] += s;
         }
-        acc[t] += s;
       }
     }
   }
 #pragma unroll
-  for (int t = 0; t < kMatvecMaxTokens; ++t) {
-    if (t < n_tokens) {
-      float s = acc[t];
+  for (int i = 0; i < kMatvecRows; ++i) {
 #pragma unroll
-      for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
-      if (lane == 0) y[t * n_rows + r] = s;
+    for (int t = 0; t < kMatvecMaxTokens; ++t) {
+      if (t < n_tokens) {
+        float s = acc[i][t];
+#pragma unroll
+        for (int offset = 16; offset > 0; offset /= 2) s += __shfl_xor_sync(0xffffffffu, s, offset);
+        if (lane == 0 && r0 + i < n_rows) y[t * n_rows + r0 + i] = s;
+      }
     }
   }
 }
@@ -240,7 +279,8 @@ cudaError_t launch_matmul(const Matrix& w, const float* x, float* y, int n_token
   return with_type(w.type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     if (n_tokens <= kMatvecMaxTokens) {
-      matvec_kernel<T><<<blocks_for(w.n_rows, kMatvecWarps), 32 * kMatvecWarps, 0, stream>>>(
+      matvec_kernel<T><<<blocks_for(w.n_rows, kMatvecWarps * kMatvecRows), 32 * kMatvecWarps, 0,
+                         stream>>>(
           data, w.n_cols, w.n_rows, w.row_bytes, x, y, n_tokens);
     } else {
       const dim3 grid(blocks_for(w.n_rows, kTileRows), blocks_for(n_tokens, kTileTokens));

@@ -11,6 +11,7 @@
 
 #include "kernels/op_args.h"
 #include "tensor/dtype.h"
+#include "util/result.h"
 
 namespace kernels {
 
@@ -22,6 +23,21 @@ class Backend {
   virtual std::string_view name() const = 0;
   // Bytes of working memory the backend holds for its kernels (planned with the activations).
   virtual size_t scratch_bytes() const { return 0; }
+
+  // The memory the ops read and write. Host backends (ref, cpu) compute on host memory, and these
+  // defaults are plain aligned allocations and memcpy. A device backend (cuda) overrides them:
+  // its ops then take only pointers from allocate() (and offsets into them), and callers stage
+  // host data with upload() and read results back with download().
+  virtual bool host_memory() const { return true; }
+  virtual util::Result<void*> allocate(size_t bytes);
+  virtual void release(void* ptr);
+  // Host → backend memory, ordered after every op issued so far; complete when it returns.
+  virtual util::Status upload(void* dst, const void* host_src, size_t bytes);
+  // Backend memory → host, after every op issued so far has finished.
+  virtual util::Status download(void* host_dst, const void* src, size_t bytes);
+  // Waits for every op issued so far; returns the first error an op recorded since the last call
+  // (host backends compute synchronously and record none).
+  virtual util::Status synchronize() { return {}; }
 
   // y[t] = W · x[t] for t < T.   x: [T][n_cols], y: [T][n_rows]
   virtual void matmul(const Matrix& w, const float* x, float* y, int n_tokens) = 0;

@@ -83,8 +83,10 @@ size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const Cach
   return total;
 }
 
-util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const CacheConfig& config) {
+util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const CacheConfig& config,
+                                  kernels::Backend* device) {
   Cache c;
+  c.device_ = device;
   HR_ASSIGN_OR_RETURN(c.groups_, plan_groups(layers, config));
   c.layers_ = std::move(layers);
   c.config_ = config;
@@ -96,6 +98,19 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
     s.k_row = row_bytes(config.k_type, l.kv_dim());
     s.v_row = row_bytes(config.v_type, l.kv_dim());
     const size_t cells = static_cast<size_t>(c.groups_[s.group].n_blocks) * config.block_cells;
+    if (device != nullptr) {
+      auto k = kernels::Buffer::make(*device, cells * s.k_row);
+      auto v = kernels::Buffer::make(*device, cells * s.v_row);
+      if (!k || !v) {
+        return util::errorf("KV cache: cannot allocate {} bytes for layer {} on {} — lower --ctx or --slots, or "
+                            "use a quantized KV type", cells * (s.k_row + s.v_row), l.il, device->name());
+      }
+      s.device_k = std::move(*k);
+      s.device_v = std::move(*v);
+      s.k_base = s.device_k.get<uint8_t>();
+      s.v_base = s.device_v.get<uint8_t>();
+      continue;
+    }
     // Lazy: the pool's pages are committed only as tokens arrive (they read as zeros before).
     s.k = util::AlignedBuffer(cells * s.k_row, util::AlignedBuffer::Init::kLazy);
     s.v = util::AlignedBuffer(cells * s.v_row, util::AlignedBuffer::Init::kLazy);
@@ -103,6 +118,8 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
       return util::errorf("KV cache: cannot allocate {} bytes for layer {} — lower --ctx or --slots, or use a "
                           "quantized KV type", cells * (s.k_row + s.v_row), l.il);
     }
+    s.k_base = s.k.data();
+    s.v_base = s.v.data();
   }
   for (const auto& l : c.layers_) {
     if (!l.owns() && (l.source < 0 || l.source >= static_cast<int>(c.layers_.size()) || !c.layers_[l.source].owns())) {
@@ -132,7 +149,59 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
     }
   }
   c.reserved_.assign(config.n_slots, 0);
+  c.tables_changed_.assign(config.n_slots, 1);
+  c.cells_changed_.assign(config.n_slots, 1);
+  if (device != nullptr) HR_TRY(c.allocate_device_views());
   return c;
+}
+
+util::Status Cache::allocate_device_views() {
+  auto make = [&](size_t bytes) { return kernels::Buffer::make(*device_, bytes); };
+  device_cell_pos_.resize(groups_.size());
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const size_t cells = static_cast<size_t>(groups_[g].blocks_per_sequence) * config_.block_cells;
+    for (int slot = 0; slot < config_.n_slots; ++slot) {
+      HR_ASSIGN_OR_RETURN(auto b, make(cells * sizeof(int32_t)));
+      device_cell_pos_[g].push_back(std::move(b));
+    }
+  }
+  for (const auto& l : layers_) {
+    if (!l.owns()) continue;
+    const size_t blocks = static_cast<size_t>(groups_[stores_[l.il].group].blocks_per_sequence);
+    for (SlotView& v : views_[l.il]) {
+      HR_ASSIGN_OR_RETURN(v.device_k_blocks, make(blocks * sizeof(const uint8_t*)));
+      HR_ASSIGN_OR_RETURN(v.device_v_blocks, make(blocks * sizeof(const uint8_t*)));
+      HR_ASSIGN_OR_RETURN(v.device_span, make(sizeof(kernels::KvSpan)));
+    }
+  }
+  return {};
+}
+
+util::Status Cache::sync() {
+  if (device_ == nullptr) return {};
+  for (int slot = 0; slot < config_.n_slots; ++slot) {
+    if (cells_changed_[slot]) {
+      for (size_t g = 0; g < groups_.size(); ++g) {
+        const auto& cells = cell_pos_[g][slot];
+        HR_TRY(device_->upload(device_cell_pos_[g][slot].get(), cells.data(), cells.size() * sizeof(int32_t)));
+      }
+    }
+    if (tables_changed_[slot]) {
+      for (const auto& l : layers_) {
+        if (!l.owns()) continue;
+        SlotView& v = views_[l.il][slot];
+        HR_TRY(device_->upload(v.device_k_blocks.get(), v.k_blocks.data(), v.k_blocks.size() * sizeof(const uint8_t*)));
+        HR_TRY(device_->upload(v.device_v_blocks.get(), v.v_blocks.data(), v.v_blocks.size() * sizeof(const uint8_t*)));
+        kernels::KvSpan span = v.span;
+        span.k_blocks = v.device_k_blocks.get<const uint8_t* const>();
+        span.v_blocks = v.device_v_blocks.get<const uint8_t* const>();
+        span.cell_pos = device_cell_pos_[stores_[l.il].group][slot].get<const int32_t>();
+        HR_TRY(device_->upload(v.device_span.get(), &span, sizeof(span)));
+      }
+    }
+    cells_changed_[slot] = tables_changed_[slot] = 0;
+  }
+  return {};
 }
 
 int Cache::cell_of(int group, int32_t pos) const {
@@ -185,18 +254,20 @@ void Cache::refresh_views(int slot) {
     const size_t block_k = static_cast<size_t>(config_.block_cells) * s.k_row;
     const size_t block_v = static_cast<size_t>(config_.block_cells) * s.v_row;
     for (size_t i = 0; i < table.size(); ++i) {
-      v.k_blocks[i] = s.k.data() + table[i] * block_k;
-      v.v_blocks[i] = s.v.data() + table[i] * block_v;
+      v.k_blocks[i] = s.k_base + table[i] * block_k;
+      v.v_blocks[i] = s.v_base + table[i] * block_v;
     }
     v.span.k_blocks = v.k_blocks.data();
     v.span.v_blocks = v.v_blocks.data();
     v.span.cell_pos = cell_pos_[s.group][slot].data();
     v.span.n_cells = static_cast<int>(cell_pos_[s.group][slot].size());
   }
+  tables_changed_[slot] = cells_changed_[slot] = 1;
 }
 
 void Cache::set_position(int slot, int32_t pos) {
   for (size_t g = 0; g < groups_.size(); ++g) cell_pos_[g][slot][cell_of(static_cast<int>(g), pos)] = pos;
+  cells_changed_[slot] = 1;
 }
 
 kernels::KvWrite Cache::destination(int il, int slot, int32_t pos) {
@@ -204,22 +275,27 @@ kernels::KvWrite Cache::destination(int il, int slot, int32_t pos) {
   const int cell = cell_of(s.group, pos);
   const int32_t block = tables_[s.group][slot][cell / config_.block_cells];
   const size_t index = static_cast<size_t>(block) * config_.block_cells + cell % config_.block_cells;
-  return {s.k.data() + index * s.k_row, s.v.data() + index * s.v_row};
+  return {s.k_base + index * s.k_row, s.v_base + index * s.v_row};
 }
 
 const kernels::KvSpan* Cache::span(int il, int slot) const {
-  return &views_[layers_[il].source][slot].span;
+  const SlotView& v = views_[layers_[il].source][slot];
+  return device_ != nullptr ? v.device_span.get<const kernels::KvSpan>() : &v.span;
 }
 
 size_t Cache::bytes_allocated() const {
   size_t total = 0;
-  for (const auto& s : stores_) total += s.k.size() + s.v.size();
+  for (const auto& s : stores_) total += s.k.size() + s.v.size() + s.device_k.size() + s.device_v.size();
   return total;
 }
 
 size_t Cache::bytes_resident() const {
   size_t total = 0;
-  for (const auto& s : stores_) total += util::resident_bytes(s.k.data(), s.k.size()) + util::resident_bytes(s.v.data(), s.v.size());
+  for (const auto& s : stores_) {
+    // Device memory is committed when allocated; host pages only once touched.
+    total += util::resident_bytes(s.k.data(), s.k.size()) + util::resident_bytes(s.v.data(), s.v.size()) +
+             s.device_k.size() + s.device_v.size();
+  }
   return total;
 }
 

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/buffer.h"
 #include "kernels/ops.h"
 #include "kv/geometry.h"
 #include "util/aligned_buffer.h"
@@ -46,7 +47,10 @@ size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const Cach
 
 class Cache {
  public:
-  static util::Result<Cache> create(std::vector<LayerGeometry> layers, const CacheConfig& config);
+  // `device`: a backend whose own memory (a GPU's) holds the K/V rows and the views attention
+  // reads; null keeps everything in host memory.
+  static util::Result<Cache> create(std::vector<LayerGeometry> layers, const CacheConfig& config,
+                                    kernels::Backend* device = nullptr);
 
   // Makes room for positions [0, n_positions) of `slot`. Returns false and changes nothing when
   // the pool is short of blocks; the caller waits or refuses. It never grows the pool.
@@ -57,8 +61,13 @@ class Cache {
   void set_position(int slot, int32_t pos);
   // Where layer il's new K/V rows for (slot, pos) go; il must own its cache.
   kernels::KvWrite destination(int il, int slot, int32_t pos);
-  // What attention in layer il reads for `slot`: its own cache or its source layer's.
+  // What attention in layer il reads for `slot`: its own cache or its source layer's (in the
+  // device's memory for a device cache, current as of the last sync()).
   const kernels::KvSpan* span(int il, int slot) const;
+  // Device caches: uploads the views changed since the last call (block tables after reserve or
+  // release, cell positions after set_position). Call it before the ops read span(). Host caches:
+  // nothing to do.
+  util::Status sync();
 
   const CacheConfig& config() const { return config_; }
   const std::vector<GroupGeometry>& groups() const { return groups_; }
@@ -71,15 +80,22 @@ class Cache {
  private:
   struct LayerStore {
     int group = -1;
-    util::AlignedBuffer k, v;  // [n_blocks][block_cells][row]
+    util::AlignedBuffer k, v;            // host: [n_blocks][block_cells][row]
+    kernels::Buffer device_k, device_v;  // device: the same layout
+    uint8_t* k_base = nullptr;           // whichever holds the rows
+    uint8_t* v_base = nullptr;
     size_t k_row = 0, v_row = 0;
   };
   struct SlotView {  // per (owning layer, slot)
     std::vector<const uint8_t*> k_blocks, v_blocks;
     kernels::KvSpan span;
+    // Device caches: device copies of k_blocks, v_blocks (at their longest) and of span, whose
+    // pointers lead to them and to the group's device cell positions.
+    kernels::Buffer device_k_blocks, device_v_blocks, device_span;
   };
   int cell_of(int group, int32_t pos) const;
   void refresh_views(int slot);
+  util::Status allocate_device_views();
 
   std::vector<LayerGeometry> layers_;
   CacheConfig config_;
@@ -90,6 +106,9 @@ class Cache {
   std::vector<std::vector<std::vector<int32_t>>> cell_pos_;  // [group][slot] → position per cell
   std::vector<std::vector<SlotView>> views_;        // [layer][slot]
   std::vector<int> reserved_;                       // per slot
+  kernels::Backend* device_ = nullptr;              // null: a host cache
+  std::vector<std::vector<kernels::Buffer>> device_cell_pos_;  // [group][slot], at their longest
+  std::vector<char> tables_changed_, cells_changed_;           // per slot, since the last sync()
 };
 
 }  // namespace kv

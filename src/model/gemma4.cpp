@@ -6,6 +6,7 @@
 
 #include "model/llama.h"
 #include "model/scratch.h"
+#include "model/stage.h"
 
 namespace model {
 namespace {
@@ -115,6 +116,7 @@ class Gemma4 final : public Model {
   const Spec& spec() const override { return spec_; }
   int max_batch() const override { return max_batch_; }
   size_t workspace_bytes() const override { return buffer_.size(); }
+  size_t placed_weight_bytes() const override { return stage_.placed_bytes(); }
   util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) override;
 
  private:
@@ -133,11 +135,14 @@ class Gemma4 final : public Model {
   kernels::Matrix ple_model_proj_;  // [L·P] × [H]  per_layer_model_proj
   const float* ple_proj_norm_ = nullptr;  // [P]
   std::vector<LayerWeights> layers_;
-  util::AlignedBuffer buffer_;
+  Stage stage_;
+  Workspace buffer_;
   Scratch s_{};
 };
 
-util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* placer) {
+util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* given_placer) {
+  HR_TRY(stage_.init(ops_, spec_, max_batch_));
+  HR_ASSIGN_OR_RETURN(TensorPlacer* placer, stage_.placer(given_placer));
   Binder b(file, placer);
   const int64_t H = spec_.n_embd, V = spec_.n_vocab, P = spec_.n_embd_per_layer, L = spec_.n_layer;
   HR_ASSIGN_OR_RETURN(token_embd_, b.matrix("token_embd.weight", H, V));
@@ -172,9 +177,9 @@ util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* placer) {
     HR_ASSIGN_OR_RETURN(w.w_up, b.matrix(name("ffn_up.weight"), H, l.n_ff));
     HR_ASSIGN_OR_RETURN(w.w_down, b.matrix(name("ffn_down.weight"), l.n_ff, H));
     HR_ASSIGN_OR_RETURN(w.post_ffw_norm, b.vector(name("post_ffw_norm.weight"), H));
-    if (auto scale = b.optional_vector(name("layer_output_scale.weight"), 1)) {
-      HR_ASSIGN_OR_RETURN(const float* s, std::move(*scale));
-      w.output_scale = *s;  // read once on the host: it multiplies the whole residual stream
+    if (auto scale = b.optional_scalar(name("layer_output_scale.weight"))) {
+      // Read once on the host: it multiplies the whole residual stream.
+      HR_ASSIGN_OR_RETURN(w.output_scale, std::move(*scale));
     }
     if (P > 0) {
       HR_ASSIGN_OR_RETURN(w.ple_gate, b.matrix(name("inp_gate.weight"), H, P));
@@ -206,9 +211,8 @@ util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* placer) {
   }
   ScratchCarver counter(nullptr);
   Scratch::lay_out(counter, spec_, max_batch_);
-  buffer_ = util::AlignedBuffer(counter.bytes());
-  if (!buffer_.ok()) return util::errorf("model: cannot allocate {} bytes of activations", counter.bytes());
-  ScratchCarver carver(buffer_.data());
+  HR_ASSIGN_OR_RETURN(uint8_t* base, buffer_.allocate(ops_, counter.bytes()));
+  ScratchCarver carver(base);
   s_ = Scratch::lay_out(carver, spec_, max_batch_);
   return {};
 }
@@ -217,7 +221,7 @@ util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* placer) {
 void Gemma4::per_layer_inputs(const Batch& batch) {
   const int T = batch.size();
   const int64_t H = spec_.n_embd, P = spec_.n_embd_per_layer, LP = P * spec_.n_layer;
-  ops_.get_rows(ple_table_, batch.tokens.data(), T, std::sqrt(static_cast<float>(P)), s_.ple_tmp);
+  ops_.get_rows(ple_table_, stage_.tokens(), T, std::sqrt(static_cast<float>(P)), s_.ple_tmp);
   ops_.matmul(ple_model_proj_, s_.x, s_.ple, T);  // uses the already √H-scaled embedding x0
   ops_.scale(s_.ple, 1.0f / std::sqrt(static_cast<float>(H)), T * LP);
   ops_.rmsnorm(s_.ple, ple_proj_norm_, s_.ple, P, T * spec_.n_layer, spec_.rms_eps);
@@ -229,26 +233,30 @@ void Gemma4::per_layer_inputs(const Batch& batch) {
 void Gemma4::attention(const LayerSpec& l, const LayerWeights& w, const Batch& batch, kv::Cache& cache) {
   const int T = batch.size();
   const int64_t H = spec_.n_embd;
-  const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, l.rope.inv_freq.data()};
+  const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage_.inv_freq(l.il)};
   ops_.rmsnorm(s_.x, w.attn_norm, s_.xb, H, T, spec_.rms_eps);
   ops_.matmul(w.wq, s_.xb, s_.q, T);
   ops_.rmsnorm(s_.q, w.q_norm, s_.q, l.head_dim, static_cast<int64_t>(T) * l.n_head, spec_.rms_eps);
-  ops_.rope(s_.q, T, l.n_head, l.head_dim, batch.pos.data(), rope);
+  ops_.rope(s_.q, T, l.n_head, l.head_dim, stage_.pos(), rope);
   if (l.owns_kv()) {
     ops_.matmul(w.wk, s_.xb, s_.k, T);
     // Without attn_v, V is the raw K projection, taken before K's norm and RoPE (§2.7).
     if (l.has_v_proj) ops_.matmul(w.wv, s_.xb, s_.v, T);
     else ops_.copy(s_.v, s_.k, static_cast<int64_t>(T) * l.kv_dim());
     ops_.rmsnorm(s_.k, w.k_norm, s_.k, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv, spec_.rms_eps);
-    ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, batch.pos.data(), rope);
+    ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, stage_.pos(), rope);
     ops_.rmsnorm(s_.v, nullptr, s_.v, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv, spec_.rms_eps);
-    for (int t = 0; t < T; ++t) s_.kv_dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
+    kernels::KvWrite* dst = stage_.host_kv_dst(s_.kv_dst);
+    for (int t = 0; t < T; ++t) dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
+    stage_.put(s_.kv_dst, dst, T);
     ops_.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s_.k, s_.v, s_.kv_dst, T);
   }
   // A shared layer reads its source layer's cache with its own window rule (§2.6).
-  for (int t = 0; t < T; ++t) s_.kv_span[t] = cache.span(l.il, batch.slot[t]);
+  const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span);
+  for (int t = 0; t < T; ++t) spans[t] = cache.span(l.il, batch.slot[t]);
+  stage_.put(s_.kv_span, spans, T);
   ops_.attention({.n_tokens = T, .n_head = l.n_head, .head_dim = l.head_dim, .q = s_.q, .out = s_.att,
-                  .pos = batch.pos.data(), .kv = s_.kv_span, .window = l.window, .scale = spec_.attention_scale});
+                  .pos = stage_.pos(), .kv = s_.kv_span, .window = l.window, .scale = spec_.attention_scale});
   ops_.matmul(w.wo, s_.att, s_.xb2, T);
   ops_.rmsnorm(s_.xb2, w.post_attn_norm, s_.xb2, H, T, spec_.rms_eps);
   ops_.add(s_.x, s_.xb2, T * H);
@@ -279,15 +287,19 @@ void Gemma4::ffn_moe(const LayerSpec& l, const MoeWeights& m, int T) {
   // Experts, batched per expert over the tokens that chose it.
   ops_.rmsnorm(s_.x, m.pre_norm_2, s_.moe_in, H, T, spec_.rms_eps);
   ops_.scale(s_.moe_acc, 0.0f, T * H);
+  // The host dispatches tokens to experts: it reads the routing (from the device, on a GPU).
+  const int32_t* ids = stage_.read(s_.expert_ids, T * K);
+  const float* weights = stage_.read(s_.expert_weights, T * K);
+  int32_t* rows = stage_.host_rows(s_.expert_rows);
   for (int e = 0; e < l.n_expert; ++e) {
     int n = 0;
     for (int t = 0; t < T; ++t) {
       for (int j = 0; j < K; ++j) {
-        if (s_.expert_ids[t * K + j] == e) s_.expert_rows[n++] = t * K + j;
+        if (ids[t * K + j] == e) rows[n++] = t * K + j;
       }
     }
     if (n == 0) continue;
-    for (int i = 0; i < n; ++i) ops_.copy(s_.moe_rows_in + i * H, s_.moe_in + (s_.expert_rows[i] / K) * H, H);
+    for (int i = 0; i < n; ++i) ops_.copy(s_.moe_rows_in + i * H, s_.moe_in + (rows[i] / K) * H, H);
     if (m.fused) {
       ops_.matmul(m.gate_up.rows(e * 2 * F, 2 * F), s_.moe_rows_in, s_.expert_gu, n);
       ops_.gelu_mul(s_.expert_gu, s_.expert_gu + F, s_.expert_h, F, n, 2 * F);
@@ -299,8 +311,8 @@ void Gemma4::ffn_moe(const LayerSpec& l, const MoeWeights& m, int T) {
     ops_.matmul(m.down.rows(e * H, H), s_.expert_h, s_.moe_rows_out, n);
     for (int i = 0; i < n; ++i) {
       float* row = s_.moe_rows_out + i * H;
-      ops_.scale(row, s_.expert_weights[s_.expert_rows[i]], H);
-      ops_.add(s_.moe_acc + (s_.expert_rows[i] / K) * H, row, H);
+      ops_.scale(row, weights[rows[i]], H);
+      ops_.add(s_.moe_acc + (rows[i] / K) * H, row, H);
     }
   }
   ops_.rmsnorm(s_.moe_acc, m.post_norm_2, s_.moe_acc, H, T, spec_.rms_eps);
@@ -323,8 +335,9 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
   const int64_t H = spec_.n_embd;
   if (T <= 0 || T > max_batch_) return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
   for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
+  stage_.begin(batch, cache);
 
-  ops_.get_rows(token_embd_, batch.tokens.data(), T, spec_.embed_scale, s_.x);  // §2.1: x0 = E[t]·√H
+  ops_.get_rows(token_embd_, stage_.tokens(), T, spec_.embed_scale, s_.x);  // §2.1: x0 = E[t]·√H
   if (spec_.n_embd_per_layer > 0) per_layer_inputs(batch);
   for (const auto& l : spec_.layers) {
     const LayerWeights& w = layers_[l.il];
@@ -338,14 +351,12 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
     if (w.output_scale != 1.0f) ops_.scale(s_.x, w.output_scale, T * H);
   }
   // §2.4: final norm, tied projection, softcap — for the rows that want logits only.
-  const int n_out = gather_output_rows(batch, s_.out_rows);
-  for (int i = 0; i < n_out; ++i) ops_.copy(s_.xb + i * H, s_.x + s_.out_rows[i] * H, H);
+  int32_t* rows = stage_.host_rows(s_.out_rows);
+  const int n_out = gather_output_rows(batch, rows);
+  for (int i = 0; i < n_out; ++i) ops_.copy(s_.xb + i * H, s_.x + rows[i] * H, H);
   ops_.rmsnorm(s_.xb, output_norm_, s_.xb, H, n_out, spec_.rms_eps);
-  ops_.matmul(output_, s_.xb, logits, n_out);
-  if (spec_.final_logit_softcap > 0) {
-    ops_.softcap(logits, spec_.final_logit_softcap, static_cast<int64_t>(n_out) * spec_.n_vocab);
-  }
-  return {};
+  stage_.logits(output_, s_.xb, n_out, spec_.final_logit_softcap, logits);
+  return stage_.status();
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "model/scratch.h"
+#include "model/stage.h"
 
 namespace model {
 namespace {
@@ -65,7 +66,9 @@ class Llama final : public Model {
  public:
   Llama(Spec spec, kernels::Backend& ops, int max_batch) : spec_(std::move(spec)), ops_(ops), max_batch_(max_batch) {}
 
-  util::Status bind(const gguf::File& file, TensorPlacer* placer) {
+  util::Status bind(const gguf::File& file, TensorPlacer* given_placer) {
+    HR_TRY(stage_.init(ops_, spec_, max_batch_));
+    HR_ASSIGN_OR_RETURN(TensorPlacer* placer, stage_.placer(given_placer));
     Binder b(file, placer);
     const int64_t H = spec_.n_embd, V = spec_.n_vocab;
     HR_ASSIGN_OR_RETURN(token_embd_, b.matrix("token_embd.weight", H, V));
@@ -90,9 +93,8 @@ class Llama final : public Model {
     }
     ScratchCarver counter(nullptr);
     Scratch::lay_out(counter, spec_, max_batch_);
-    buffer_ = util::AlignedBuffer(counter.bytes());
-    if (!buffer_.ok()) return util::errorf("model: cannot allocate {} bytes of activations", counter.bytes());
-    ScratchCarver carver(buffer_.data());
+    HR_ASSIGN_OR_RETURN(uint8_t* base, buffer_.allocate(ops_, counter.bytes()));
+    ScratchCarver carver(base);
     s_ = Scratch::lay_out(carver, spec_, max_batch_);
     return {};
   }
@@ -100,15 +102,17 @@ class Llama final : public Model {
   const Spec& spec() const override { return spec_; }
   int max_batch() const override { return max_batch_; }
   size_t workspace_bytes() const override { return buffer_.size(); }
+  size_t placed_weight_bytes() const override { return stage_.placed_bytes(); }
 
   util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) override {
     const int T = batch.size();
     const int64_t H = spec_.n_embd;
     if (T <= 0 || T > max_batch_) return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
     for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
+    stage_.begin(batch, cache);
 
     // x = token_embd[tokens]
-    ops_.get_rows(token_embd_, batch.tokens.data(), T, 1.0f, s_.x);
+    ops_.get_rows(token_embd_, stage_.tokens(), T, 1.0f, s_.x);
     for (const auto& l : spec_.layers) {
       const LayerWeights& w = layers_[l.il];
       // Attention block: xb = rmsnorm(x); q, k, v projections; RoPE on q and k.
@@ -116,17 +120,21 @@ class Llama final : public Model {
       ops_.matmul(w.wq, s_.xb, s_.q, T);
       ops_.matmul(w.wk, s_.xb, s_.k, T);
       ops_.matmul(w.wv, s_.xb, s_.v, T);
-      const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, l.rope.inv_freq.data()};
-      ops_.rope(s_.q, T, l.n_head, l.head_dim, batch.pos.data(), rope);
-      ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, batch.pos.data(), rope);
+      const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage_.inv_freq(l.il)};
+      ops_.rope(s_.q, T, l.n_head, l.head_dim, stage_.pos(), rope);
+      ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, stage_.pos(), rope);
       // K and V go into the cache (quantized as stored); attention reads them back from there.
+      kernels::KvWrite* dst = stage_.host_kv_dst(s_.kv_dst);
+      const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span);
       for (int t = 0; t < T; ++t) {
-        s_.kv_dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
-        s_.kv_span[t] = cache.span(l.il, batch.slot[t]);
+        dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
+        spans[t] = cache.span(l.il, batch.slot[t]);
       }
+      stage_.put(s_.kv_dst, dst, T);
+      stage_.put(s_.kv_span, spans, T);
       ops_.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s_.k, s_.v, s_.kv_dst, T);
       ops_.attention({.n_tokens = T, .n_head = l.n_head, .head_dim = l.head_dim, .q = s_.q, .out = s_.att,
-                      .pos = batch.pos.data(), .kv = s_.kv_span, .window = l.window,
+                      .pos = stage_.pos(), .kv = s_.kv_span, .window = l.window,
                       .scale = spec_.attention_scale});
       ops_.matmul(w.wo, s_.att, s_.xb2, T);
       ops_.add(s_.x, s_.xb2, T * H);
@@ -139,11 +147,12 @@ class Llama final : public Model {
       ops_.add(s_.x, s_.xb2, T * H);
     }
     // Logits only for the tokens that need them: gather their rows, final norm, classifier.
-    const int n_out = gather_output_rows(batch, s_.out_rows);
-    for (int i = 0; i < n_out; ++i) ops_.copy(s_.xb + i * H, s_.x + s_.out_rows[i] * H, H);
+    int32_t* rows = stage_.host_rows(s_.out_rows);
+    const int n_out = gather_output_rows(batch, rows);
+    for (int i = 0; i < n_out; ++i) ops_.copy(s_.xb + i * H, s_.x + rows[i] * H, H);
     ops_.rmsnorm(s_.xb, output_norm_, s_.xb, H, n_out, spec_.rms_eps);
-    ops_.matmul(output_, s_.xb, logits, n_out);
-    return {};
+    stage_.logits(output_, s_.xb, n_out, 0.0f, logits);
+    return stage_.status();
   }
 
  private:
@@ -153,7 +162,8 @@ class Llama final : public Model {
   kernels::Matrix token_embd_, output_;
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
-  util::AlignedBuffer buffer_;
+  Stage stage_;
+  Workspace buffer_;
   Scratch s_{};
 };
 

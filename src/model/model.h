@@ -39,11 +39,14 @@ class Model {
   virtual int max_batch() const = 0;
   // Bytes of activation scratch this model allocated for max_batch() tokens.
   virtual size_t workspace_bytes() const = 0;
+  // Bytes of weights copied into the backend's own memory (a GPU's); 0 when they stay mapped.
+  virtual size_t placed_weight_bytes() const { return 0; }
 };
 
 struct LoadOptions {
   int max_batch = 512;       // largest micro-batch the workspace is sized for
-  TensorPlacer* placer = nullptr;  // null: weights stay in the host mapping
+  // Null: weights stay in the host mapping, or go to the backend's memory when it has its own.
+  TensorPlacer* placer = nullptr;
 };
 
 // Binds weights and builds the architecture's forward pass on `backend`.

@@ -4,6 +4,11 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/buffer.h"
+#include "kernels/ops.h"
+#include "util/aligned_buffer.h"
+#include "util/result.h"
+
 namespace model {
 
 // Hands out 64-byte-aligned float arrays from a base pointer. With a null base it only counts,
@@ -24,6 +29,29 @@ class ScratchCarver {
   }
   uint8_t* base_;
   size_t offset_ = 0;
+};
+
+// The activation workspace: host memory on a host backend, the backend's own on a device.
+class Workspace {
+ public:
+  util::Result<uint8_t*> allocate(kernels::Backend& ops, size_t bytes) {
+    size_ = bytes;
+    if (!ops.host_memory()) {
+      auto b = kernels::Buffer::make(ops, bytes);
+      if (!b) return util::errorf("model: cannot allocate {} bytes of activations on {}", bytes, ops.name());
+      device_ = std::move(*b);
+      return device_.get<uint8_t>();
+    }
+    host_ = util::AlignedBuffer(bytes);
+    if (!host_.ok()) return util::errorf("model: cannot allocate {} bytes of activations", bytes);
+    return host_.data();
+  }
+  size_t size() const { return size_; }
+
+ private:
+  util::AlignedBuffer host_;
+  kernels::Buffer device_;
+  size_t size_ = 0;
 };
 
 }  // namespace model

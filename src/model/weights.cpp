@@ -81,9 +81,30 @@ util::Result<const float*> Binder::vector(const std::string& name, int64_t n) {
   return reinterpret_cast<const float*>(bytes.data());
 }
 
+util::Result<const void*> BackendPlacer::place(std::string_view name, std::span<const uint8_t> bytes) {
+  auto buffer = kernels::Buffer::make(backend_, bytes.size());
+  if (!buffer) return std::move(buffer).error().with_context(fmt::format("model: tensor '{}'", name));
+  HR_TRY(backend_.upload(buffer->get(), bytes.data(), bytes.size()));
+  bytes_ += bytes.size();
+  buffers_.push_back(std::move(*buffer));
+  return buffers_.back().get<const void>();
+}
+
 std::optional<util::Result<const float*>> Binder::optional_vector(const std::string& name, int64_t n) {
   if (!has(name)) return std::nullopt;
   return vector(name, n);
+}
+
+std::optional<util::Result<float>> Binder::optional_scalar(const std::string& name) {
+  if (!has(name)) return std::nullopt;
+  auto t = find(name);
+  if (!t) return std::move(t).error();
+  if (auto shape = check_shape(**t, {1}); !shape) return std::move(shape).error();
+  float value = 0;
+  if (auto s = tensor::dequantize_row((*t)->type, (*t)->data.data(), &value, 1); !s) {
+    return std::move(s).error().with_context(fmt::format("model: tensor '{}'", name));
+  }
+  return value;
 }
 
 }  // namespace model

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gguf/file.h"
+#include "kernels/buffer.h"
 #include "kernels/ops.h"
 #include "util/result.h"
 
@@ -21,6 +22,20 @@ class TensorPlacer {
   virtual util::Result<const void*> place(std::string_view name, std::span<const uint8_t> bytes) = 0;
 };
 
+// Places each tensor in a backend's memory (a GPU's): one allocation per tensor, uploaded once,
+// held as long as the placer.
+class BackendPlacer final : public TensorPlacer {
+ public:
+  explicit BackendPlacer(kernels::Backend& backend) : backend_(backend) {}
+  util::Result<const void*> place(std::string_view name, std::span<const uint8_t> bytes) override;
+  size_t bytes() const { return bytes_; }
+
+ private:
+  kernels::Backend& backend_;
+  std::vector<kernels::Buffer> buffers_;
+  size_t bytes_ = 0;
+};
+
 // Binds tensors from a GGUF file, checking shape and type and naming the first mismatch.
 class Binder {
  public:
@@ -33,6 +48,8 @@ class Binder {
   // A vector of n f32 values (converted to f32 if stored otherwise).
   util::Result<const float*> vector(const std::string& name, int64_t n);
   std::optional<util::Result<const float*>> optional_vector(const std::string& name, int64_t n);
+  // A one-value tensor read on the host (never placed): a scalar the host itself multiplies with.
+  std::optional<util::Result<float>> optional_scalar(const std::string& name);
   bool has(const std::string& name) const { return file_.find_tensor(name) != nullptr; }
 
   static std::string layer_name(int il, std::string_view suffix);  // "blk.{il}.{suffix}"

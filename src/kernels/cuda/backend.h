@@ -81,14 +81,15 @@ class CudaBackend final : public Backend {
   void copy_rows(float* y, int64_t ys, const float* x, int64_t xs, int64_t n,
                  int64_t rows) override;
 
-  // Device memory (tests, benchmarks; later the Engine's allocator, which the Plan sizes).
-  util::Result<void*> allocate(size_t bytes);
-  void release(void* device_ptr);
-  // Copies that complete before they return (ordered after every op issued so far).
-  util::Status upload(void* device_dst, const void* host_src, size_t bytes);
-  util::Status download(void* host_dst, const void* device_src, size_t bytes);
+  // Device memory: every op's pointers come from here. Copies complete before they return
+  // (ordered after every op issued so far).
+  bool host_memory() const override { return false; }
+  util::Result<void*> allocate(size_t bytes) override;
+  void release(void* device_ptr) override;
+  util::Status upload(void* device_dst, const void* host_src, size_t bytes) override;
+  util::Status download(void* host_dst, const void* device_src, size_t bytes) override;
   // Waits for every op issued so far; returns the first error recorded since the last call.
-  util::Status synchronize();
+  util::Status synchronize() override;
 
  private:
   friend util::Result<std::unique_ptr<CudaBackend>> make_cuda_backend(int device);

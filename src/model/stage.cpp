@@ -1,0 +1,92 @@
+// model::Stage: the host/device traffic of a forward pass (stage.h).
+#include "model/stage.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace model {
+namespace {
+// Logit rows computed per chunk on a device: bounds the device buffer (8 × 262144 f32 = 8 MiB
+// for Gemma's vocabulary) whatever the number of rows that want logits.
+constexpr int kLogitRows = 8;
+}  // namespace
+
+util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch) {
+  ops_ = &ops;
+  device_ = !ops.host_memory();
+  n_embd_ = spec.n_embd;
+  n_vocab_ = spec.n_vocab;
+  HR_TRY(tokens_.init(ops, max_batch));
+  HR_TRY(pos_.init(ops, max_batch));
+  inv_freq_.resize(spec.layers.size());
+  for (const auto& l : spec.layers) {
+    HR_TRY(inv_freq_[l.il].init(ops, l.rope.inv_freq.size()));
+    std::copy(l.rope.inv_freq.begin(), l.rope.inv_freq.end(), inv_freq_[l.il].host());
+    HR_TRY(inv_freq_[l.il].push(l.rope.inv_freq.size()));
+  }
+  if (device_) {
+    kv_dst_.resize(max_batch);
+    kv_span_.resize(max_batch);
+    rows_.resize(max_batch);
+    HR_ASSIGN_OR_RETURN(logits_, kernels::Buffer::make(ops, kLogitRows * n_vocab_ * sizeof(float)));
+  }
+  return {};
+}
+
+util::Result<TensorPlacer*> Stage::placer(TensorPlacer* given) {
+  if (!device_) return given;
+  if (given != nullptr) {
+    return util::errorf("model: {} computes in its own memory; load weights with its placer, not another",
+                        ops_->name());
+  }
+  placer_ = std::make_unique<BackendPlacer>(*ops_);
+  return placer_.get();
+}
+
+void Stage::begin(const Batch& batch, kv::Cache& cache) {
+  const int T = batch.size();
+  std::copy(batch.tokens.begin(), batch.tokens.end(), tokens_.host());
+  std::copy(batch.pos.begin(), batch.pos.end(), pos_.host());
+  record(tokens_.push(T));
+  record(pos_.push(T));
+  record(cache.sync());
+}
+
+const int32_t* Stage::read(const int32_t* ops_array, int n) {
+  if (!device_) return ops_array;
+  read_ids_.resize(std::max<size_t>(read_ids_.size(), n));
+  record(ops_->download(read_ids_.data(), ops_array, n * sizeof(int32_t)));
+  return read_ids_.data();
+}
+
+const float* Stage::read(const float* ops_array, int n) {
+  if (!device_) return ops_array;
+  read_floats_.resize(std::max<size_t>(read_floats_.size(), n));
+  record(ops_->download(read_floats_.data(), ops_array, n * sizeof(float)));
+  return read_floats_.data();
+}
+
+void Stage::logits(const kernels::Matrix& output, const float* x, int n_out, float cap, float* logits) {
+  if (!device_) {
+    ops_->matmul(output, x, logits, n_out);
+    if (cap > 0) ops_->softcap(logits, cap, static_cast<int64_t>(n_out) * n_vocab_);
+    return;
+  }
+  for (int first = 0; first < n_out; first += kLogitRows) {
+    const int n = std::min(kLogitRows, n_out - first);
+    float* chunk = logits_.get<float>();
+    ops_->matmul(output, x + first * n_embd_, chunk, n);
+    if (cap > 0) ops_->softcap(chunk, cap, static_cast<int64_t>(n) * n_vocab_);
+    record(ops_->download(logits + static_cast<int64_t>(first) * n_vocab_, chunk,
+                          static_cast<size_t>(n) * n_vocab_ * sizeof(float)));
+  }
+}
+
+util::Status Stage::status() {
+  util::Status s = std::move(error_);
+  error_ = {};
+  if (!s) return s;
+  return ops_->synchronize();
+}
+
+}  // namespace model

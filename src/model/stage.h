@@ -1,0 +1,83 @@
+// model::Stage — what a forward pass adds to run on a backend with its own memory (a GPU, see
+// kernels/ops.h): weights placed in that memory, RoPE tables and the batch's token ids and
+// positions uploaded, arrays the host fills (KV destinations, spans) uploaded where the ops read
+// them, arrays the host reads (MoE routing) downloaded, logits read back in chunks. On a host
+// backend every function passes host pointers through and copies nothing, so the CPU path is
+// unchanged.
+//
+// Uploads and downloads complete before they return (kernels::Backend), so a forward pass on a
+// device pays a few synchronous copies per layer; batching them is later work of issue #9.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/buffer.h"
+#include "kernels/ops.h"
+#include "kv/cache.h"
+#include "model/model.h"
+#include "model/spec.h"
+#include "model/weights.h"
+#include "util/result.h"
+
+namespace model {
+
+class Stage {
+ public:
+  util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch);
+  bool on_device() const { return device_; }
+  // Where bound weights go: `given` on a host backend (null = the file mapping), a placer in the
+  // backend's memory on a device (a caller's own placer is refused there: its pointers would be
+  // host memory).
+  util::Result<TensorPlacer*> placer(TensorPlacer* given);
+  // Bytes of weights placed in the backend's memory.
+  size_t placed_bytes() const { return placer_ ? placer_->bytes() : 0; }
+
+  // Per forward pass, after the cache positions are set: uploads ids and positions, syncs the
+  // cache's device views.
+  void begin(const Batch& batch, kv::Cache& cache);
+  const int32_t* tokens() const { return tokens_.ops(); }
+  const int32_t* pos() const { return pos_.ops(); }
+  const float* inv_freq(int il) const { return inv_freq_[il].ops(); }
+
+  // A host array for `n` values the ops will read at `ops_array` (which is that array itself on
+  // a host backend); put() then makes them visible there.
+  kernels::KvWrite* host_kv_dst(kernels::KvWrite* ops_array) { return device_ ? kv_dst_.data() : ops_array; }
+  const kernels::KvSpan** host_kv_span(const kernels::KvSpan** ops_array) {
+    return device_ ? kv_span_.data() : ops_array;
+  }
+  int32_t* host_rows(int32_t* ops_array) { return device_ ? rows_.data() : ops_array; }
+  template <class T>
+  void put(T* ops_array, const T* host, int n) {
+    if (device_ && n > 0) record(ops_->upload(ops_array, host, n * sizeof(T)));
+  }
+  // The first n values of an array the ops wrote, readable by the host.
+  const int32_t* read(const int32_t* ops_array, int n);
+  const float* read(const float* ops_array, int n);
+
+  // logits [n_out][n_vocab] (host) = output · x for the n_out rows of x, softcapped when cap > 0.
+  void logits(const kernels::Matrix& output, const float* x, int n_out, float cap, float* logits);
+
+  // The first failed copy since the last call, then clears it; also the backend's own errors.
+  util::Status status();
+
+ private:
+  void record(util::Status s) {
+    if (!s && error_.ok()) error_ = std::move(s);
+  }
+
+  kernels::Backend* ops_ = nullptr;
+  bool device_ = false;
+  int64_t n_embd_ = 0, n_vocab_ = 0;
+  std::unique_ptr<BackendPlacer> placer_;
+  kernels::Staged<int32_t> tokens_, pos_;
+  std::vector<kernels::Staged<float>> inv_freq_;  // per layer
+  std::vector<kernels::KvWrite> kv_dst_;
+  std::vector<const kernels::KvSpan*> kv_span_;
+  std::vector<int32_t> rows_, read_ids_;
+  std::vector<float> read_floats_;
+  kernels::Buffer logits_;  // device: kLogitRows rows of logits
+  util::Status error_;
+};
+
+}  // namespace model

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The checks of the CUDA backend that need an NVIDIA GPU, in one run (docs/cuda.md): the GPU as
 # nvidia-smi sees it, the kernel tests against the reference (plain, then under compute-sanitizer
-# memcheck when it is installed), the decode matvec benchmark, and the planner's and the doctor's
-# view of the GPU through NVML. Usage: scripts/cuda-check.sh [BUILD_DIR] [LOG_DIR]
+# memcheck when it is installed), whole forward passes on the GPU against golden and CPU logits,
+# the decode matvec benchmark, and the planner's and the doctor's view of the GPU through NVML.
+# Usage: scripts/cuda-check.sh [BUILD_DIR] [LOG_DIR]
 #   BUILD_DIR  a build with the CUDA backend (default: build); only its binaries are used
 #   LOG_DIR    where each step's full output goes (default: BUILD_DIR/cuda-check)
 # Exits non-zero when a test fails or a step cannot run; prints a summary table last.
@@ -12,6 +13,7 @@ build=${1:-build}
 logs=${2:-$build/cuda-check}
 mkdir -p "$logs"
 tests=$build/tests/kernels/cuda_backend_tests
+model_tests=$build/tests/model/cuda_model_tests
 bench=$build/bench/kernels/cuda_matvec_bench
 headroom=$build/apps/headroom/headroom
 status=0
@@ -31,6 +33,7 @@ step() {  # step NAME COMMAND...: runs COMMAND, output to LOG_DIR/NAME.log and t
 
 step gpu nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.limit,pcie.link.gen.current,pcie.link.width.current --format=csv
 step tests "$tests" --gtest_color=no
+step model_tests "$model_tests" --gtest_color=no
 step bench "$bench"
 step plan "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192
 step plan_json "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192 --json

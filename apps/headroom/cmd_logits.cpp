@@ -68,7 +68,8 @@ void add_logits(CLI::App& app, int& exit_code) {
                              .k_type = *kv_type,
                              .v_type = *kv_type,
                              .n_threads = opts->kernels.threads,
-                             .reference_kernels = opts->kernels.reference()};
+                             .reference_kernels = opts->kernels.reference(),
+           .devices = {.probe = false, .gpu_backend = opts->kernels.gpu_backend()}};
     auto engine = engine::Engine::load(eo);
     if (!engine) return fail(engine.error().message(), kExitBadInput);
     std::vector<float> logits;

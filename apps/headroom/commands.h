@@ -29,9 +29,13 @@ void add_doctor(CLI::App& app, int& exit_code);
 
 // Which kernels run a model, and on how many threads (every command that evaluates one).
 struct KernelFlags {
-  int threads = 0;             // 0: the physical cores
-  std::string backend = "cpu";  // cpu (SIMD, threads) or ref (the scalar reference, a baseline)
+  int threads = 0;               // 0: the physical cores
+  // auto: a GPU when this build and the machine allow it, else cpu; cuda: a GPU or an error;
+  // cpu: the CPU kernels (SIMD, threads); ref: the scalar reference on the CPU (a baseline).
+  std::string backend = "auto";
   bool reference() const { return backend == "ref"; }
+  // For plan::DeviceOptions::gpu_backend: which GPUs the plan may use under this --backend.
+  std::function<std::string(int)> gpu_backend() const;
 };
 void add_kernel_flags(CLI::App* cmd, KernelFlags& flags);
 

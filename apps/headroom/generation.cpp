@@ -148,7 +148,9 @@ util::Result<std::string> choose_chat_template(const std::string& override_value
                       file.name());
 }
 
-std::string kernels_description(const plan::Request& r) {
+std::string kernels_description(const plan::Plan& p) {
+  if (p.devices.size() > 1) return fmt::format("cuda kernels on {}", p.devices[1].name);
+  const plan::Request& r = p.request;
   const int threads = r.n_threads > 0 ? r.n_threads : plan::physical_cores();
   if (r.reference_kernels)
     return fmt::format("ref kernels (scalar reference), {} thread{}", threads,
@@ -169,12 +171,12 @@ std::string evidence_line(const Generation& g, const plan::Plan& plan) {
   }
   line += fmt::format(" | first token {:.1f} ms", s.ttft_seconds() * 1e3);
   if (tps > 0 && bytes > 0) {
-    const double bw = plan.devices[0].bandwidth;
+    const double bw = plan.devices.back().bandwidth;  // the device that runs the layers
     line += fmt::format(" | {}/tok → {:.2f} GB/s, {:.0f}% of the {:.1f} GB/s roofline",
                         util::format_bytes(bytes), tps * bytes / 1e9, 100.0 * tps * bytes / bw,
                         bw / 1e9);
   }
-  line += " | " + kernels_description(plan.request);
+  line += " | " + kernels_description(plan);
   if (g.interrupted)
     line += " | interrupted";
   else

@@ -60,8 +60,9 @@ util::Result<std::string> choose_chat_template(const std::string& override_value
 
 // "prompt 5 tok (812.3 tok/s) | generated 128 tok, 95.1 tok/s steady, 10.5 ms/tok | first token 6.2 ms |
 //  1.0 MiB/token → 0.10 GB/s, 3% of the 3.2 GB/s roofline"
-// "cpu kernels (avx2), 2 threads" — what runs the model, for the evidence line and bench.
-std::string kernels_description(const plan::Request& request);
+// "cpu kernels (avx2), 2 threads" or "cuda kernels on cuda:0 NVIDIA H100 80GB HBM3" — what runs
+// the model, for the evidence line and bench.
+std::string kernels_description(const plan::Plan& plan);
 std::string evidence_line(const Generation& g, const plan::Plan& plan);
 
 // Ctrl-C stops the current generation cleanly; a second one ends the process.

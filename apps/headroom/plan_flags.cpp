@@ -1,12 +1,15 @@
 // Shared planning flags: open the model (or synthesize its header), detect devices, plan.
 #include "plan_flags.h"
 
+#include "engine/gpu.h"
+
 #include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
 
 #include "commands.h"
+#include "engine/gpu.h"
 #include "model/synth.h"
 #include "util/log.h"
 #include "util/units.h"
@@ -51,9 +54,17 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
 void add_kernel_flags(CLI::App* cmd, KernelFlags& f) {
   cmd->add_option("-t,--threads", f.threads, "CPU threads (default: physical cores)");
   cmd->add_option("--backend", f.backend,
-                  "Kernels: cpu (SIMD and threads) or ref (scalar reference, a baseline)")
-      ->check(CLI::IsMember({"cpu", "ref"}))
+                  "Kernels: auto (the GPU when this build and machine allow, else cpu), cuda (the GPU, "
+                  "or an error), cpu (SIMD and threads) or ref (scalar reference, a CPU baseline)")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu", "ref"}))
       ->capture_default_str();
+}
+
+std::function<std::string(int)> KernelFlags::gpu_backend() const {
+  if (backend == "cpu" || backend == "ref") {
+    return [b = backend](int) { return fmt::format("--backend {} runs on the CPU", b); };
+  }
+  return engine::gpu_backend_check();
 }
 
 namespace {
@@ -111,14 +122,23 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   }
   d.assume_gpu = f.assume_gpu;
   d.threads = f.kernels.threads;
+  d.gpu_backend = f.kernels.gpu_backend();
   HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(d));
-  const bool placeable_gpu = std::any_of(devices.begin(), devices.end(), [](const auto& dev) {
-    return dev.kind == plan::DeviceKind::kGpu && dev.placeable;
+  const auto real_gpu = std::find_if(devices.begin(), devices.end(), [](const auto& dev) {
+    return dev.kind == plan::DeviceKind::kGpu && !dev.simulated;
   });
-  if (!f.gpu_mem.empty() && !placeable_gpu) {
+  auto placeable_gpu = [&](bool real) {
+    return std::any_of(devices.begin(), devices.end(), [&](const auto& dev) {
+      return dev.kind == plan::DeviceKind::kGpu && dev.placeable && !(real && dev.simulated);
+    });
+  };
+  const std::string no_gpu = real_gpu == devices.end() ? "no GPU is present" : real_gpu->unusable_reason;
+  if (f.kernels.backend == "cuda" && !placeable_gpu(true)) {
+    return util::errorf("--backend cuda: {} — use --backend auto or cpu", no_gpu);
+  }
+  if (!f.gpu_mem.empty() && !placeable_gpu(false)) {
     util::log_warn("--gpu-mem {}: {}, so the budget is not used (plan a what-if with --assume-gpu)",
-                   f.gpu_mem,
-                   devices.size() > 1 ? "this build runs on the CPU" : "no GPU is present");
+                   f.gpu_mem, no_gpu);
   }
 
   plan::Request r;

@@ -10,6 +10,7 @@
 #include "doctor/plan_probes.h"
 #include "doctor/system_probes.h"
 #include "engine/engine.h"
+#include "engine/gpu.h"
 #include "engine/scheduler.h"
 #include "kernels/cpu/dot.h"
 #include "model/model.h"
@@ -41,7 +42,7 @@ BackendFacts backend_facts(const plan::Plan& p) {
   for (const auto& d : p.unused_devices) {  // NVML saw it though /proc did not (a container)
     if (b.gpu_hardware.empty() && d.kind == plan::DeviceKind::kGpu) b.gpu_hardware = d.name;
   }
-  b.gpu_backend_built = plan::kGpuBackendBuilt;
+  b.gpu_backend_built = engine::gpu_backend_built();
   for (size_t d = 0; d < p.devices.size(); ++d) {
     if (p.devices[d].kind == plan::DeviceKind::kGpu && !p.devices[d].simulated)
       b.bytes_on_real_gpu += p.bytes_on(static_cast<int>(d));

@@ -199,7 +199,7 @@ const std::vector<Rule> kRules = {
 {"backend", "backend.reference", Status::kProblem,
  "the scalar reference kernels run the model",
  "--backend ref selects the slow reference kernels (a correctness baseline, not for speed)",
- "use the SIMD kernels: --backend cpu (the default)",
+ "use the fast kernels: --backend auto (the default) or cpu",
  [](const Observations& o) -> Fire {
    if (o.backend->backend != "ref") return {};
    return Finding{fmt::format("backend ref (scalar), {} threads", o.backend->threads), ""};

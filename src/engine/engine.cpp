@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "engine/gpu.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/ref/ref.h"
 #include "util/memory.h"
@@ -10,13 +13,39 @@
 
 namespace engine {
 
+namespace {
+
+// The engine runs a plan on one device: the CPU, or a GPU holding every layer. A plan that keeps
+// part of the model on the host beside a GPU (a what-if of the planner) is refused, not run
+// some other way.
+util::Status check_whole_gpu(const plan::Plan& p, const model::Spec& spec) {
+  if (p.devices[1].simulated) {
+    return util::errorf("the plan puts the model on {}, a GPU that is not here (--assume-gpu plans a what-if) — "
+                        "drop --assume-gpu to run", p.devices[1].name);
+  }
+  const plan::Request& r = p.request;
+  std::string split;
+  if (r.n_cpu_layers > 0) split = fmt::format("--cpu-layers {}", r.n_cpu_layers);
+  else if (r.experts_on_host) split = "--experts-on-host";
+  else if (r.ple_on_host && spec.n_embd_per_layer > 0) split = "--ple-on-host";
+  if (split.empty()) return {};
+  return util::errorf("the plan splits the model between the CPU and {} ({}), and runs split that way are not "
+                      "implemented yet — drop {} to run it all on the GPU, or add --backend cpu",
+                      p.devices[1].name, split, split);
+}
+
+}  // namespace
+
 util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   util::reset_peak_rss();  // so verify()'s peak covers this engine's life, not what ran before
   const uint64_t rss_before = util::process_rss();
   HR_ASSIGN_OR_RETURN(gguf::File opened, gguf::File::open(options.model_path));
   auto file = std::make_shared<gguf::File>(std::move(opened));
   HR_ASSIGN_OR_RETURN(model::Spec spec, model::spec_from_gguf(*file));
-  HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(options.devices));
+  plan::DeviceOptions device_options = options.devices;
+  // The scalar reference kernels are a CPU baseline: they never run on a GPU.
+  if (!device_options.gpu_backend && !options.reference_kernels) device_options.gpu_backend = gpu_backend_check();
+  HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(device_options));
   plan::Request r;
   r.n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(spec.n_ctx_train, 4096);
   r.n_ubatch = options.n_ubatch;
@@ -41,13 +70,18 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   e->plan_ = std::move(plan);
   const plan::Request& r = e->plan_.request;
   e->pool_ = std::make_unique<util::ThreadPool>(r.n_threads > 0 ? r.n_threads : plan::physical_cores());
-  if (r.reference_kernels) {
+  const bool on_gpu = e->plan_.devices.size() > 1;
+  if (on_gpu) {
+    HR_TRY(check_whole_gpu(e->plan_, e->spec_));
+    HR_ASSIGN_OR_RETURN(e->backend_, make_gpu_backend(e->plan_.devices[1].gpu_index));
+  } else if (r.reference_kernels) {
     e->backend_ = std::make_unique<kernels::ref::RefBackend>();
   } else {
     e->backend_ = std::make_unique<kernels::cpu::CpuBackend>(*e->pool_, e->n_ubatch(), model::max_matmul_cols(e->spec_));
   }
   HR_ASSIGN_OR_RETURN(e->model_, model::load_model(*e->file_, e->spec_, *e->backend_, {.max_batch = e->n_ubatch()}));
-  HR_ASSIGN_OR_RETURN(e->cache_, kv::Cache::create(model::kv_layers(e->spec_), e->plan_.kv_config));
+  HR_ASSIGN_OR_RETURN(e->cache_, kv::Cache::create(model::kv_layers(e->spec_), e->plan_.kv_config,
+                                                   on_gpu ? e->backend_.get() : nullptr));
   return e;
 }
 
@@ -83,14 +117,19 @@ util::Status Engine::eval(int slot, std::span<const int32_t> ids, int n_past, bo
 
 Verification Engine::verify() const {
   Verification v;
-  // Weights: bound straight into the file mapping; resident = the mapped pages of used tensors.
+  // Weights: on the CPU bound straight into the file mapping (resident = the mapped pages of used
+  // tensors); on a GPU copied into its memory.
   MemoryCheck weights{.name = "weights", .planned = plan_.bytes_of(plan::ItemKind::kWeights)};
-  const plan::Inventory inv = plan::inventory(*file_, spec_);
-  for (const auto& w : inv.weights) {
-    if (!w.used) continue;
-    const auto* t = file_->find_tensor(w.name);
-    weights.allocated += t->n_bytes;
-    weights.resident += util::resident_bytes(t->data.data(), t->data.size());
+  if (model_->placed_weight_bytes() > 0) {
+    weights.allocated = weights.resident = model_->placed_weight_bytes();
+  } else {
+    const plan::Inventory inv = plan::inventory(*file_, spec_);
+    for (const auto& w : inv.weights) {
+      if (!w.used) continue;
+      const auto* t = file_->find_tensor(w.name);
+      weights.allocated += t->n_bytes;
+      weights.resident += util::resident_bytes(t->data.data(), t->data.size());
+    }
   }
   MemoryCheck kv{.name = "kv cache", .planned = plan_.bytes_of(plan::ItemKind::kKvCache),
                  .allocated = cache_.bytes_allocated(), .resident = cache_.bytes_resident()};

@@ -67,7 +67,7 @@ class Engine {
   int n_ctx() const { return cache_.config().n_ctx; }
   int n_ubatch() const { return plan_.request.n_ubatch; }
   int n_slots() const { return cache_.config().n_slots; }
-  // The kernels in use ("cpu" or "ref") and their thread count.
+  // The kernels in use ("cpu", "ref" or "cuda") and the CPU thread count.
   std::string_view backend_name() const { return backend_->name(); }
   int n_threads() const { return pool_->size(); }
 

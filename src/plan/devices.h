@@ -2,6 +2,7 @@
 // bandwidth (the roofline of decode speed).
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,10 +12,6 @@
 namespace plan {
 
 enum class DeviceKind { kCpu, kGpu };
-
-// Whether this build can run layers on a GPU. Not yet: the CUDA backend is still to come, so a
-// present GPU is detected and reported but the planner places nothing on it.
-inline constexpr bool kGpuBackendBuilt = false;
 
 struct Device {
   std::string name;               // "cpu (AMD EPYC, 2 threads)", "cuda:0 NVIDIA H100"
@@ -26,8 +23,10 @@ struct Device {
   std::string bandwidth_source;
   double link_bandwidth = 0;      // host ↔ device bytes/s (PCIe) for GPUs
   bool simulated = false;         // from --assume-gpu: a what-if, not present hardware
-  bool placeable = true;          // false: present, but this build cannot run on it (a GPU
-                                  // without kGpuBackendBuilt); the planner leaves it empty
+  bool placeable = true;          // false: present, but headroom cannot run on it (why: below);
+                                  // the planner leaves it empty
+  std::string unusable_reason;    // "this build runs on the CPU: it has no GPU backend yet", …
+  int gpu_index = -1;             // GPUs: the index NVML and the GPU backend know it by
 };
 
 // The margin of RAM a CPU budget leaves for the OS and other programs.
@@ -43,9 +42,12 @@ struct DeviceOptions {
   std::string assume_gpu;              // --assume-gpu MEM[@BANDWIDTH]: plan for a GPU that is not here
   int threads = 0;                     // threads the CPU bandwidth probe uses (0 = all cores)
   bool probe = true;                   // measure bandwidth (cached); false = use a stated default
+  // Whether headroom can run on GPU `index`: "" when it can, else why not (the plan says it).
+  // Null: this build has no GPU backend. The engine supplies it (engine::gpu_backend_check).
+  std::function<std::string(int index)> gpu_backend;
 };
 
-// The CPU first, then each NVIDIA GPU NVML reports (not placeable unless kGpuBackendBuilt), then
+// The CPU first, then each NVIDIA GPU NVML reports (placeable when options.gpu_backend says so), then
 // an --assume-gpu what-if. Without NVML there are no real GPUs; that is not an error.
 util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options);
 

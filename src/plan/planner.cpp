@@ -87,24 +87,26 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   }
   Plan p;
   p.request = r;
-  // Only placeable devices take bytes; a present GPU this build cannot run on is named once.
-  std::string unused_gpus;
+  // Only placeable devices take bytes; the present GPUs headroom cannot run on are named once
+  // per reason (usually one: no GPU backend in this build, or no driver).
+  std::vector<std::pair<std::string, std::string>> unused_gpus;  // reason → names
   for (const Device& d : in.devices) {
     if (d.placeable) {
       p.devices.push_back(d);
       continue;
     }
     p.unused_devices.push_back(d);
-    if (d.kind == DeviceKind::kGpu) unused_gpus += (unused_gpus.empty() ? "" : ", ") + d.name;
+    if (d.kind != DeviceKind::kGpu) continue;
+    auto same = std::find_if(unused_gpus.begin(), unused_gpus.end(),
+                             [&](const auto& u) { return u.first == d.unusable_reason; });
+    if (same == unused_gpus.end()) unused_gpus.emplace_back(d.unusable_reason, d.name);
+    else same->second += ", " + d.name;
+  }
+  for (const auto& [reason, names] : unused_gpus) {
+    p.notes.push_back(fmt::format("GPU present ({}) but {}, so the plan places nothing on the GPU", names, reason));
   }
   if (p.devices.empty() || p.devices[0].kind != DeviceKind::kCpu) {
     return util::errorf("plan: the first device must be the CPU");
-  }
-  if (!unused_gpus.empty()) {
-    p.notes.push_back(
-        fmt::format("GPU present ({}) but this build runs on the CPU: it has no GPU "
-                    "backend yet, so the plan places nothing on the GPU",
-                    unused_gpus));
   }
   const bool has_gpu = p.devices.size() > 1;
   p.request.n_ubatch = std::min(r.n_ubatch, r.n_ctx);
@@ -153,15 +155,19 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   // rows a step samples from (one per running sequence, at most a micro-batch).
   // The forward pass's workspace, plus the CPU kernels' activation scratch (matmul converts a
   // micro-batch to 8-bit partner rows; kernels::cpu::CpuBackend holds it).
+  // A GPU's kernels hold no scratch of their own.
   const int threads = r.n_threads > 0 ? r.n_threads : physical_cores();
-  const uint64_t scratch =
-      model::workspace_bytes(spec, p.request.n_ubatch) +
-      (r.reference_kernels ? 0
-                           : kernels::cpu::matmul_scratch_bytes(p.request.n_ubatch, model::max_matmul_cols(spec), threads));
+  const uint64_t workspace = model::workspace_bytes(spec, p.request.n_ubatch);
+  const uint64_t cpu_scratch =
+      r.reference_kernels ? 0
+                          : kernels::cpu::matmul_scratch_bytes(p.request.n_ubatch, model::max_matmul_cols(spec), threads);
   const int compute_device = has_gpu ? 1 : 0;
-  p.items.push_back({.name = "activations", .kind = ItemKind::kActivations, .device = compute_device, .bytes = scratch});
-  if (has_gpu && (r.n_cpu_layers > 0 || r.experts_on_host)) {
-    p.items.push_back({.name = "activations", .kind = ItemKind::kActivations, .device = 0, .bytes = scratch});
+  if (has_gpu) {
+    p.items.push_back({.name = "activations", .kind = ItemKind::kActivations, .device = 1, .bytes = workspace});
+  }
+  if (!has_gpu || r.n_cpu_layers > 0 || r.experts_on_host) {
+    p.items.push_back(
+        {.name = "activations", .kind = ItemKind::kActivations, .device = 0, .bytes = workspace + cpu_scratch});
   }
   const uint64_t n_out = std::min(r.n_slots, p.request.n_ubatch);
   p.items.push_back({.name = "logits", .kind = ItemKind::kLogits, .device = 0,

@@ -72,7 +72,7 @@ std::string format_plan(const Plan& p, const model::Spec& spec, const std::strin
   }
   for (const auto& d : p.unused_devices) {
     out += fmt::format(
-        "  {}: not used by this build; budget {} from {}; bandwidth {:.1f} GB/s, {}\n", d.name,
+        "  {}: not used ({}); budget {} from {}; bandwidth {:.1f} GB/s, {}\n", d.name, d.unusable_reason,
         util::format_bytes(d.budget_bytes), d.budget_source, gbps(d.bandwidth), d.bandwidth_source);
   }
   if (!p.fits) {
@@ -114,7 +114,8 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
                                    {"budget_bytes", dev.budget_bytes},
                                    {"budget_source", dev.budget_source},
                                    {"bandwidth_bytes_per_s", dev.bandwidth},
-                                   {"bandwidth_source", dev.bandwidth_source}});
+                                   {"bandwidth_source", dev.bandwidth_source},
+                                   {"unusable_reason", dev.unusable_reason}});
   }
   j["notes"] = p.notes;
   j["items"] = nlohmann::ordered_json::array();

@@ -161,7 +161,8 @@ TEST(Planner, APresentGpuThisBuildCannotRunOnIsNamedOnceAndTakesNothing) {
                      .budget_bytes = 70ull << 30,
                      .bandwidth = 3e12,
                      .link_bandwidth = 25e9,
-                     .placeable = false});
+                     .placeable = false,
+                     .unusable_reason = "this build runs on the CPU: it has no GPU backend yet"});
   auto p = plan::plan_with_fit({*m.file, m.spec, devices}, {.n_ctx = 4096}, false);
   ASSERT_TRUE(p.ok()) << p.error().message();
   ASSERT_EQ(p->devices.size(), 1u);

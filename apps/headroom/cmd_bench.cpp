@@ -246,8 +246,8 @@ void add_bench(CLI::App& app, int& exit_code) {
       } else if (on_gpu) {
         std::printf(
             "\n%s at depth %d: %.0f%% of the GPU's bandwidth roofline — the CUDA kernels fall short "
-            "of it (docs/cuda.md: quantized matvec at 10–30%% of the copy rate, synchronous "
-            "host↔device copies every layer).\n",
+            "of it (docs/cuda.md: one kernel launch per op, no CUDA graphs yet; quantized matvec "
+            "at 10–30%% of the copy rate).\n",
             r["test"].get<std::string>().c_str(), r["depth"].get<int>(), 100 * share);
       } else {
         std::printf(

@@ -1,10 +1,11 @@
-// kernels::Buffer — one allocation of a backend's memory (kernels/ops.h), released with it; and
-// kernels::Staged, an array the host fills and the ops read.
+// kernels::Buffer — one allocation of a backend's memory (kernels/ops.h), or of host memory it
+// copies from without stalling (allocate_host), released with it; and kernels::Staged, arrays the
+// host fills and the ops read.
 #pragma once
 
 #include <cstddef>
+#include <new>
 #include <utility>
-#include <vector>
 
 #include "kernels/ops.h"
 #include "util/result.h"
@@ -14,13 +15,10 @@ namespace kernels {
 class Buffer {
  public:
   Buffer() = default;
-  static util::Result<Buffer> make(Backend& backend, size_t bytes) {
-    Buffer b;
-    HR_ASSIGN_OR_RETURN(b.data_, backend.allocate(bytes));
-    b.backend_ = &backend;
-    b.size_ = bytes;
-    return b;
-  }
+  // Backend memory (what the ops read and write).
+  static util::Result<Buffer> make(Backend& backend, size_t bytes) { return make(backend, bytes, false); }
+  // Host memory for upload_async.
+  static util::Result<Buffer> make_host(Backend& backend, size_t bytes) { return make(backend, bytes, true); }
   Buffer(Buffer&& o) noexcept { *this = std::move(o); }
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
@@ -28,6 +26,7 @@ class Buffer {
       backend_ = std::exchange(o.backend_, nullptr);
       data_ = std::exchange(o.data_, nullptr);
       size_ = std::exchange(o.size_, 0);
+      host_ = o.host_;
     }
     return *this;
   }
@@ -42,8 +41,19 @@ class Buffer {
   size_t size() const { return size_; }
 
  private:
+  static util::Result<Buffer> make(Backend& backend, size_t bytes, bool host) {
+    Buffer b;
+    HR_ASSIGN_OR_RETURN(b.data_, host ? backend.allocate_host(bytes) : backend.allocate(bytes));
+    b.backend_ = &backend;
+    b.size_ = bytes;
+    b.host_ = host;
+    return b;
+  }
   void reset() {
-    if (backend_ != nullptr) backend_->release(data_);
+    if (backend_ != nullptr) {
+      if (host_) backend_->release_host(data_);
+      else backend_->release(data_);
+    }
     backend_ = nullptr;
     data_ = nullptr;
     size_ = 0;
@@ -51,37 +61,42 @@ class Buffer {
   Backend* backend_ = nullptr;
   void* data_ = nullptr;
   size_t size_ = 0;
+  bool host_ = false;
 };
 
-// An array the host fills and the ops read. On a host backend the ops read the host array itself;
-// on a device backend push() uploads it to a device copy of the same size.
+// `regions` host arrays of n values each that the host fills and the ops read through one device
+// array of n. On a host backend the ops read the host region itself. On a device backend push()
+// queues a copy of a region (upload_async): each region must then stay unchanged until the
+// backend's next synchronize(), which is why a forward pass gives every layer its own region.
 template <class T>
 class Staged {
  public:
-  util::Status init(Backend& backend, size_t n) {
+  util::Status init(Backend& backend, size_t n, size_t regions = 1) {
     backend_ = &backend;
-    host_.assign(n, T{});
+    n_ = n;
     on_device_ = !backend.host_memory();
+    HR_ASSIGN_OR_RETURN(host_, Buffer::make_host(backend, n * regions * sizeof(T)));
+    for (size_t i = 0; i < n * regions; ++i) new (host_.get<T>() + i) T{};
     if (on_device_) {
       HR_ASSIGN_OR_RETURN(device_, Buffer::make(backend, n * sizeof(T)));
     }
     return {};
   }
-  T* host() { return host_.data(); }
-  size_t size() const { return host_.size(); }
-  // What the ops take: the device copy, or the host array on a host backend.
-  const T* ops() const { return on_device_ ? device_.get<const T>() : host_.data(); }
-  // Makes the first n values visible to the ops.
-  util::Status push(size_t n) {
-    if (!on_device_ || n == 0) return {};
-    return backend_->upload(device_.get(), host_.data(), n * sizeof(T));
+  T* host(size_t region = 0) { return host_.get<T>() + region * n_; }
+  // What the ops take after push(region): the device array, or that host region on a host backend.
+  const T* ops(size_t region = 0) const {
+    return on_device_ ? device_.get<const T>() : host_.get<const T>() + region * n_;
+  }
+  // Queues the first `count` values of `region` for the ops.
+  void push(size_t count, size_t region = 0) {
+    if (on_device_ && count > 0) backend_->upload_async(device_.get(), host(region), count * sizeof(T));
   }
 
  private:
   Backend* backend_ = nullptr;
+  size_t n_ = 0;
   bool on_device_ = false;
-  std::vector<T> host_;
-  Buffer device_;
+  Buffer host_, device_;
 };
 
 }  // namespace kernels

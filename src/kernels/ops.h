@@ -33,6 +33,12 @@ class Backend {
   virtual void release(void* ptr);
   // Host → backend memory, ordered after every op issued so far; complete when it returns.
   virtual util::Status upload(void* dst, const void* host_src, size_t bytes);
+  // The same, queued like an op: it returns at once, and `host_src` (from allocate_host) must
+  // stay unchanged until the next synchronize(). A failure is reported there.
+  virtual void upload_async(void* dst, const void* host_src, size_t bytes);
+  // Host memory upload_async can read without stalling the queue (page-locked on a GPU).
+  virtual util::Result<void*> allocate_host(size_t bytes);
+  virtual void release_host(void* ptr);
   // Backend memory → host, after every op issued so far has finished.
   virtual util::Status download(void* host_dst, const void* src, size_t bytes);
   // Waits for every op issued so far; returns the first error an op recorded since the last call

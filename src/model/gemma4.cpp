@@ -246,13 +246,13 @@ void Gemma4::attention(const LayerSpec& l, const LayerWeights& w, const Batch& b
     ops_.rmsnorm(s_.k, w.k_norm, s_.k, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv, spec_.rms_eps);
     ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, stage_.pos(), rope);
     ops_.rmsnorm(s_.v, nullptr, s_.v, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv, spec_.rms_eps);
-    kernels::KvWrite* dst = stage_.host_kv_dst(s_.kv_dst);
+    kernels::KvWrite* dst = stage_.host_kv_dst(s_.kv_dst, l.il);
     for (int t = 0; t < T; ++t) dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
     stage_.put(s_.kv_dst, dst, T);
     ops_.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s_.k, s_.v, s_.kv_dst, T);
   }
   // A shared layer reads its source layer's cache with its own window rule (§2.6).
-  const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span);
+  const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span, l.il);
   for (int t = 0; t < T; ++t) spans[t] = cache.span(l.il, batch.slot[t]);
   stage_.put(s_.kv_span, spans, T);
   ops_.attention({.n_tokens = T, .n_head = l.n_head, .head_dim = l.head_dim, .q = s_.q, .out = s_.att,

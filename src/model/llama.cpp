@@ -124,8 +124,8 @@ class Llama final : public Model {
       ops_.rope(s_.q, T, l.n_head, l.head_dim, stage_.pos(), rope);
       ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, stage_.pos(), rope);
       // K and V go into the cache (quantized as stored); attention reads them back from there.
-      kernels::KvWrite* dst = stage_.host_kv_dst(s_.kv_dst);
-      const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span);
+      kernels::KvWrite* dst = stage_.host_kv_dst(s_.kv_dst, l.il);
+      const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span, l.il);
       for (int t = 0; t < T; ++t) {
         dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
         spans[t] = cache.span(l.il, batch.slot[t]);

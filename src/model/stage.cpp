@@ -14,6 +14,7 @@ constexpr int kLogitRows = 8;
 util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch) {
   ops_ = &ops;
   device_ = !ops.host_memory();
+  max_batch_ = max_batch;
   n_embd_ = spec.n_embd;
   n_vocab_ = spec.n_vocab;
   HR_TRY(tokens_.init(ops, max_batch));
@@ -22,11 +23,12 @@ util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch)
   for (const auto& l : spec.layers) {
     HR_TRY(inv_freq_[l.il].init(ops, l.rope.inv_freq.size()));
     std::copy(l.rope.inv_freq.begin(), l.rope.inv_freq.end(), inv_freq_[l.il].host());
-    HR_TRY(inv_freq_[l.il].push(l.rope.inv_freq.size()));
+    inv_freq_[l.il].push(l.rope.inv_freq.size());
   }
   if (device_) {
-    kv_dst_.resize(max_batch);
-    kv_span_.resize(max_batch);
+    const size_t per_layer = spec.layers.size() * static_cast<size_t>(max_batch);
+    HR_ASSIGN_OR_RETURN(kv_dst_, kernels::Buffer::make_host(ops, per_layer * sizeof(kernels::KvWrite)));
+    HR_ASSIGN_OR_RETURN(kv_span_, kernels::Buffer::make_host(ops, per_layer * sizeof(const kernels::KvSpan*)));
     rows_.resize(max_batch);
     HR_ASSIGN_OR_RETURN(logits_, kernels::Buffer::make(ops, kLogitRows * n_vocab_ * sizeof(float)));
   }
@@ -47,8 +49,8 @@ void Stage::begin(const Batch& batch, kv::Cache& cache) {
   const int T = batch.size();
   std::copy(batch.tokens.begin(), batch.tokens.end(), tokens_.host());
   std::copy(batch.pos.begin(), batch.pos.end(), pos_.host());
-  record(tokens_.push(T));
-  record(pos_.push(T));
+  tokens_.push(T);
+  pos_.push(T);
   record(cache.sync());
 }
 
@@ -85,8 +87,9 @@ void Stage::logits(const kernels::Matrix& output, const float* x, int n_out, flo
 util::Status Stage::status() {
   util::Status s = std::move(error_);
   error_ = {};
-  if (!s) return s;
-  return ops_->synchronize();
+  // Always wait: the next pass rewrites the host regions this one's queued copies read.
+  util::Status ops = ops_->synchronize();
+  return !s ? s : ops;
 }
 
 }  // namespace model

@@ -5,8 +5,10 @@
 // backend every function passes host pointers through and copies nothing, so the CPU path is
 // unchanged.
 //
-// Uploads and downloads complete before they return (kernels::Backend), so a forward pass on a
-// device pays a few synchronous copies per layer; batching them is later work of issue #9.
+// The uploads are queued like ops from page-locked host memory (Backend::upload_async): every
+// layer has its own host region for its KV destinations and spans, so nothing the GPU has yet to
+// copy is overwritten before the pass ends, and the pass waits only where the host must read a
+// result (MoE routing, the logits).
 #pragma once
 
 #include <memory>
@@ -40,16 +42,19 @@ class Stage {
   const int32_t* pos() const { return pos_.ops(); }
   const float* inv_freq(int il) const { return inv_freq_[il].ops(); }
 
-  // A host array for `n` values the ops will read at `ops_array` (which is that array itself on
-  // a host backend); put() then makes them visible there.
-  kernels::KvWrite* host_kv_dst(kernels::KvWrite* ops_array) { return device_ ? kv_dst_.data() : ops_array; }
-  const kernels::KvSpan** host_kv_span(const kernels::KvSpan** ops_array) {
-    return device_ ? kv_span_.data() : ops_array;
+  // Layer il's host array for the values the ops will read at `ops_array` (which is that array
+  // itself on a host backend); put() then queues them for it.
+  kernels::KvWrite* host_kv_dst(kernels::KvWrite* ops_array, int il) {
+    return device_ ? kv_dst_.get<kernels::KvWrite>() + static_cast<size_t>(il) * max_batch_ : ops_array;
   }
+  const kernels::KvSpan** host_kv_span(const kernels::KvSpan** ops_array, int il) {
+    return device_ ? kv_span_.get<const kernels::KvSpan*>() + static_cast<size_t>(il) * max_batch_ : ops_array;
+  }
+  // A host array for row indices only the host reads.
   int32_t* host_rows(int32_t* ops_array) { return device_ ? rows_.data() : ops_array; }
   template <class T>
   void put(T* ops_array, const T* host, int n) {
-    if (device_ && n > 0) record(ops_->upload(ops_array, host, n * sizeof(T)));
+    if (device_ && n > 0) ops_->upload_async(ops_array, host, n * sizeof(T));
   }
   // The first n values of an array the ops wrote, readable by the host.
   const int32_t* read(const int32_t* ops_array, int n);
@@ -68,12 +73,12 @@ class Stage {
 
   kernels::Backend* ops_ = nullptr;
   bool device_ = false;
+  int max_batch_ = 0;
   int64_t n_embd_ = 0, n_vocab_ = 0;
   std::unique_ptr<BackendPlacer> placer_;
   kernels::Staged<int32_t> tokens_, pos_;
   std::vector<kernels::Staged<float>> inv_freq_;  // per layer
-  std::vector<kernels::KvWrite> kv_dst_;
-  std::vector<const kernels::KvSpan*> kv_span_;
+  kernels::Buffer kv_dst_, kv_span_;  // device backends: [n_layer][max_batch], page-locked
   std::vector<int32_t> rows_, read_ids_;
   std::vector<float> read_floats_;
   kernels::Buffer logits_;  // device: kLogitRows rows of logits

@@ -153,6 +153,28 @@ util::Status CudaBackend::upload(void* device_dst, const void* host_src, size_t 
   return synchronize();
 }
 
+void CudaBackend::upload_async(void* device_dst, const void* host_src, size_t bytes) {
+  if (!enter("upload") || bytes == 0) return;
+  check(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
+}
+
+util::Result<void*> CudaBackend::allocate_host(size_t bytes) {
+  if (const cudaError_t e = cudaSetDevice(device_.index); e != cudaSuccess) {
+    return util::errorf("cuda: cannot use GPU {} — {}", device_.index, describe(e));
+  }
+  void* p = nullptr;
+  if (const cudaError_t e = cudaMallocHost(&p, bytes == 0 ? 1 : bytes); e != cudaSuccess) {
+    (void)cudaGetLastError();
+    return util::errorf("cuda: cannot allocate {} bytes of page-locked host memory — {}", bytes, describe(e));
+  }
+  return p;
+}
+
+void CudaBackend::release_host(void* ptr) {
+  if (ptr == nullptr || !enter("release")) return;
+  check(cudaFreeHost(ptr), "release");
+}
+
 util::Status CudaBackend::download(void* host_dst, const void* device_src, size_t bytes) {
   if (enter("download") && bytes > 0) {
     check(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_),

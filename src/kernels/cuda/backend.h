@@ -88,6 +88,10 @@ class CudaBackend final : public Backend {
   void release(void* device_ptr) override;
   util::Status upload(void* device_dst, const void* host_src, size_t bytes) override;
   util::Status download(void* host_dst, const void* device_src, size_t bytes) override;
+  void upload_async(void* device_dst, const void* host_src, size_t bytes) override;
+  // Page-locked (cudaMallocHost): copies from it are queued without waiting for the stream.
+  util::Result<void*> allocate_host(size_t bytes) override;
+  void release_host(void* ptr) override;
   // Waits for every op issued so far; returns the first error recorded since the last call.
   util::Status synchronize() override;
 

@@ -45,6 +45,19 @@ class Backend {
   // (host backends compute synchronously and record none).
   virtual util::Status synchronize() { return {}; }
 
+  // Recorded passes (device backends: a CUDA graph), which save one launch per op. Between
+  // begin_record() and end_record() the ops (and upload_async) are recorded, not run;
+  // end_record() runs the recording once and returns its id. Between begin_replay() and
+  // replay(id) op calls are dropped: the caller promises they are exactly the recorded ones —
+  // same arguments, pointers and sizes; only the contents of the memory they read may differ —
+  // and replay(id) runs the recording. No synchronous copy may come in between.
+  virtual bool can_record() const { return false; }
+  virtual void begin_record() {}
+  virtual util::Result<int> end_record() { return util::errorf("{}: cannot record passes", name()); }
+  virtual void begin_replay() {}
+  virtual void replay(int /*id*/) {}
+  virtual void release_recording(int /*id*/) {}
+
   // y[t] = W · x[t] for t < T.   x: [T][n_cols], y: [T][n_rows]
   virtual void matmul(const Matrix& w, const float* x, float* y, int n_tokens) = 0;
   // out[i] = scale · row ids[i] of `table` dequantized.   out: [n][n_cols]

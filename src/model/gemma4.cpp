@@ -350,6 +350,7 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
     // §2.3 step 9: the layer scalar multiplies the whole residual stream, not just the branch.
     if (w.output_scale != 1.0f) ops_.scale(s_.x, w.output_scale, T * H);
   }
+  stage_.layers_done();
   // §2.4: final norm, tied projection, softcap — for the rows that want logits only.
   int32_t* rows = stage_.host_rows(s_.out_rows);
   const int n_out = gather_output_rows(batch, rows);

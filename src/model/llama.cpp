@@ -146,6 +146,7 @@ class Llama final : public Model {
       ops_.matmul(w.w_down, s_.hb, s_.xb2, T);
       ops_.add(s_.x, s_.xb2, T * H);
     }
+    stage_.layers_done();
     // Logits only for the tokens that need them: gather their rows, final norm, classifier.
     int32_t* rows = stage_.host_rows(s_.out_rows);
     const int n_out = gather_output_rows(batch, rows);

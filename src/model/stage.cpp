@@ -2,7 +2,9 @@
 #include "model/stage.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace model {
 namespace {
@@ -11,10 +13,21 @@ namespace {
 constexpr int kLogitRows = 8;
 }  // namespace
 
+Stage::~Stage() {
+  if (recording_ >= 0) ops_->release_recording(recording_);
+}
+
 util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch) {
   ops_ = &ops;
   device_ = !ops.host_memory();
   max_batch_ = max_batch;
+  // Recorded passes are off unless HEADROOM_RECORD_PASSES=1: written and compiled, but the GPU
+  // lease ended before they ran on one (docs/cuda.md) — the next GPU session turns them on, runs
+  // cuda_model_tests and the benchmarks with and without, and makes them the default if they
+  // pass. MoE layers read the routing back mid-pass, which a recording cannot hold.
+  const char* env = std::getenv("HEADROOM_RECORD_PASSES");
+  record_ = ops.can_record() && env != nullptr && std::string_view(env) == "1" &&
+            std::none_of(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& l) { return l.is_moe(); });
   n_embd_ = spec.n_embd;
   n_vocab_ = spec.n_vocab;
   HR_TRY(tokens_.init(ops, max_batch));
@@ -49,9 +62,29 @@ void Stage::begin(const Batch& batch, kv::Cache& cache) {
   const int T = batch.size();
   std::copy(batch.tokens.begin(), batch.tokens.end(), tokens_.host());
   std::copy(batch.pos.begin(), batch.pos.end(), pos_.host());
+  record(cache.sync());  // synchronous copies: before any recorded span
+  if (record_ && T == 1) {
+    mode_ = recording_ < 0 ? Mode::kRecord : Mode::kReplay;
+    if (mode_ == Mode::kRecord) ops_->begin_record();
+    else ops_->begin_replay();
+  }
   tokens_.push(T);
   pos_.push(T);
-  record(cache.sync());
+}
+
+void Stage::layers_done() {
+  if (mode_ == Mode::kRecord) {
+    auto id = ops_->end_record();
+    if (id) {
+      recording_ = *id;
+    } else {
+      record(std::move(id).error());
+      record_ = false;  // said once, in this pass's error; later passes run op by op
+    }
+  } else if (mode_ == Mode::kReplay) {
+    ops_->replay(recording_);
+  }
+  mode_ = Mode::kRun;
 }
 
 const int32_t* Stage::read(const int32_t* ops_array, int n) {

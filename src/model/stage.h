@@ -26,6 +26,11 @@ namespace model {
 
 class Stage {
  public:
+  Stage() = default;
+  Stage(const Stage&) = delete;
+  Stage& operator=(const Stage&) = delete;
+  ~Stage();
+
   util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch);
   bool on_device() const { return device_; }
   // Where bound weights go: `given` on a host backend (null = the file mapping), a placer in the
@@ -36,8 +41,13 @@ class Stage {
   size_t placed_bytes() const { return placer_ ? placer_->bytes() : 0; }
 
   // Per forward pass, after the cache positions are set: uploads ids and positions, syncs the
-  // cache's device views.
+  // cache's device views. With HEADROOM_RECORD_PASSES=1 (not yet run on a GPU, so off by
+  // default), a single-token pass on a backend that records passes (a GPU, for a model whose
+  // layers need no host reads) is recorded the first time and replayed after that, from here to
+  // layers_done(): one launch instead of one per op.
   void begin(const Batch& batch, kv::Cache& cache);
+  // After the last layer: ends the recorded or replayed span.
+  void layers_done();
   const int32_t* tokens() const { return tokens_.ops(); }
   const int32_t* pos() const { return pos_.ops(); }
   const float* inv_freq(int il) const { return inv_freq_[il].ops(); }
@@ -83,6 +93,10 @@ class Stage {
   std::vector<float> read_floats_;
   kernels::Buffer logits_;  // device: kLogitRows rows of logits
   util::Status error_;
+  // Recorded single-token passes (see begin()).
+  bool record_ = false;
+  int recording_ = -1;
+  enum class Mode { kRun, kRecord, kReplay } mode_ = Mode::kRun;
 };
 
 }  // namespace model

@@ -106,6 +106,7 @@ util::Result<std::unique_ptr<CudaBackend>> make_cuda_backend(int device) {
 }
 
 CudaBackend::~CudaBackend() {
+  for (int id = 0; id < static_cast<int>(recordings_.size()); ++id) release_recording(id);
   if (stream_ != nullptr) {
     (void)cudaSetDevice(device_.index);
     (void)cudaStreamSynchronize(stream_);
@@ -123,6 +124,7 @@ void CudaBackend::check(int cuda_error, const char* op) {
 }
 
 bool CudaBackend::enter(const char* op) {
+  if (dropping_) return false;
   const cudaError_t err = cudaSetDevice(device_.index);
   check(err, op);
   return err == cudaSuccess;
@@ -146,7 +148,56 @@ void CudaBackend::release(void* device_ptr) {
   check(cudaFree(device_ptr), "release");
 }
 
+bool CudaBackend::may_wait(const char* op) {
+  if (!recording_ && !dropping_) return true;
+  fail(fmt::format("cuda {}: a synchronous copy inside a recorded or replayed pass", op));
+  return false;
+}
+
+void CudaBackend::begin_record() {
+  if (!enter("record")) return;
+  check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal), "record");
+  recording_ = true;
+}
+
+util::Result<int> CudaBackend::end_record() {
+  recording_ = false;
+  cudaGraph_t graph = nullptr;
+  if (const cudaError_t e = cudaStreamEndCapture(stream_, &graph); e != cudaSuccess) {
+    return util::errorf("cuda: recording a pass failed — {}", describe(e));
+  }
+  if (!error_.empty()) {  // an op was refused while recording: the recording lacks it
+    (void)cudaGraphDestroy(graph);
+    return synchronize().error();
+  }
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  if (e != cudaSuccess) return util::errorf("cuda: a recorded pass cannot run — {}", describe(e));
+  recordings_.push_back(exec);
+  const int id = static_cast<int>(recordings_.size()) - 1;
+  replay(id);
+  return id;
+}
+
+void CudaBackend::replay(int id) {
+  dropping_ = false;
+  if (!enter("replay")) return;
+  if (id < 0 || id >= static_cast<int>(recordings_.size()) || recordings_[id] == nullptr) {
+    return fail(fmt::format("cuda replay: no recorded pass {}", id));
+  }
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(recordings_[id]), stream_), "replay");
+}
+
+void CudaBackend::release_recording(int id) {
+  if (id < 0 || id >= static_cast<int>(recordings_.size()) || recordings_[id] == nullptr) return;
+  (void)cudaSetDevice(device_.index);
+  (void)cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(recordings_[id]));
+  recordings_[id] = nullptr;
+}
+
 util::Status CudaBackend::upload(void* device_dst, const void* host_src, size_t bytes) {
+  if (!may_wait("upload")) return synchronize();
   if (enter("upload") && bytes > 0) {
     check(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_), "upload");
   }
@@ -176,6 +227,7 @@ void CudaBackend::release_host(void* ptr) {
 }
 
 util::Status CudaBackend::download(void* host_dst, const void* device_src, size_t bytes) {
+  if (!may_wait("download")) return synchronize();
   if (enter("download") && bytes > 0) {
     check(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_),
           "download");
@@ -184,7 +236,10 @@ util::Status CudaBackend::download(void* host_dst, const void* device_src, size_
 }
 
 util::Status CudaBackend::synchronize() {
-  if (enter("synchronize")) check(cudaStreamSynchronize(stream_), "synchronize (a kernel failed)");
+  // Inside a recorded or dropped span there is nothing to wait for (may_wait said so).
+  if (!recording_ && !dropping_ && enter("synchronize")) {
+    check(cudaStreamSynchronize(stream_), "synchronize (a kernel failed)");
+  }
   if (error_.empty()) return {};
   util::Error error(std::move(error_));
   error_.clear();

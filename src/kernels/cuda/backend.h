@@ -94,6 +94,13 @@ class CudaBackend final : public Backend {
   void release_host(void* ptr) override;
   // Waits for every op issued so far; returns the first error recorded since the last call.
   util::Status synchronize() override;
+  // Recorded passes are CUDA graphs captured from the backend's stream.
+  bool can_record() const override { return true; }
+  void begin_record() override;
+  util::Result<int> end_record() override;
+  void begin_replay() override { dropping_ = true; }
+  void replay(int id) override;
+  void release_recording(int id) override;
 
  private:
   friend util::Result<std::unique_ptr<CudaBackend>> make_cuda_backend(int device);
@@ -102,14 +109,20 @@ class CudaBackend final : public Backend {
 
   // Records the first failure of an op (later ones are usually its consequences).
   void fail(std::string message);
-  // Makes this backend's GPU current for the calling thread; false (recorded) if that fails.
+  // Makes this backend's GPU current for the calling thread; false (recorded) if that fails, and
+  // false without a word while a replayed pass drops its ops.
   bool enter(const char* op);
+  // Synchronous copies cannot be recorded or dropped: false (recorded) in those spans.
+  bool may_wait(const char* op);
   // Records a failed launch or call of `op`.
   void check(int cuda_error, const char* op);
 
   CudaDevice device_;
   CUstream_st* stream_;
   std::string error_;
+  bool recording_ = false;           // between begin_record() and end_record()
+  bool dropping_ = false;            // between begin_replay() and replay()
+  std::vector<void*> recordings_;    // cudaGraphExec_t by id; null once released
 };
 
 // The backend of GPU `device` (an index into cuda_devices()), or a one-line error: no driver, no

@@ -112,11 +112,11 @@ void add_bench(CLI::App& app, int& exit_code) {
 
     // The roofline: on the CPU the machine's bandwidth now, with the threads the model runs on
     // (not the cached probe); on a GPU its datasheet peak from NVML (not measured here).
-    const bool on_gpu = plan.devices.size() > 1;
-    const double bandwidth =
-        on_gpu ? plan.devices[1].bandwidth : plan::measure_cpu_bandwidth(threads, size_t{1} << 30);
-    const char* bandwidth_label =
-        on_gpu ? "GPU memory bandwidth (datasheet peak from NVML)" : "memory bandwidth measured now";
+    const bool on_gpu = plan.uses_gpu();
+    const double bandwidth = on_gpu ? plan.compute_device().bandwidth
+                                    : plan::measure_cpu_bandwidth(threads, size_t{1} << 30);
+    const char* bandwidth_label = on_gpu ? "GPU memory bandwidth (datasheet peak from NVML)"
+                                         : "memory bandwidth measured now";
     const double flops = flops_per_token(e.file(), spec);
 
     std::mt19937 rng(42);
@@ -245,7 +245,8 @@ void add_bench(CLI::App& app, int& exit_code) {
             r["test"].get<std::string>().c_str(), r["depth"].get<int>(), 100 * share);
       } else if (on_gpu) {
         std::printf(
-            "\n%s at depth %d: %.0f%% of the GPU's bandwidth roofline — the CUDA kernels fall short "
+            "\n%s at depth %d: %.0f%% of the GPU's bandwidth roofline — the CUDA kernels fall "
+            "short "
             "of it (docs/cuda.md: one kernel launch per op, no CUDA graphs yet; quantized matvec "
             "at 10–30%% of the copy rate).\n",
             r["test"].get<std::string>().c_str(), r["depth"].get<int>(), 100 * share);

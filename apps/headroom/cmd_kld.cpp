@@ -94,8 +94,13 @@ void add_kld(CLI::App& app, int& exit_code) {
     const auto ids = tok->encode(text, {.add_bos = true});
     auto load = [&](tensor::DType kt, tensor::DType vt) {
       return engine::Engine::load(
-          {.model_path = path, .n_ctx = o->ctx, .n_ubatch = o->chunk, .k_type = kt, .v_type = vt,
-           .n_threads = o->kernels.threads, .reference_kernels = o->kernels.reference(),
+          {.model_path = path,
+           .n_ctx = o->ctx,
+           .n_ubatch = o->chunk,
+           .k_type = kt,
+           .v_type = vt,
+           .n_threads = o->kernels.threads,
+           .reference_kernels = o->kernels.reference(),
            .devices = {.probe = false, .gpu_backend = o->kernels.gpu_backend()}});
     };
     auto reference = load(*base, *base);

@@ -62,14 +62,15 @@ void add_logits(CLI::App& app, int& exit_code) {
     if (!kv_type)
       return fail("--kv-type: unknown type '" + opts->kv_type + "' — use f32, f16, q8_0 or q4_0",
                   kExitBadInput);
-    engine::EngineOptions eo{.model_path = opts->model.empty() ? default_model_path() : opts->model,
-                             .n_ctx = static_cast<int>(ids->size()),
-                             .n_ubatch = opts->ubatch,
-                             .k_type = *kv_type,
-                             .v_type = *kv_type,
-                             .n_threads = opts->kernels.threads,
-                             .reference_kernels = opts->kernels.reference(),
-           .devices = {.probe = false, .gpu_backend = opts->kernels.gpu_backend()}};
+    engine::EngineOptions eo{
+        .model_path = opts->model.empty() ? default_model_path() : opts->model,
+        .n_ctx = static_cast<int>(ids->size()),
+        .n_ubatch = opts->ubatch,
+        .k_type = *kv_type,
+        .v_type = *kv_type,
+        .n_threads = opts->kernels.threads,
+        .reference_kernels = opts->kernels.reference(),
+        .devices = {.probe = false, .gpu_backend = opts->kernels.gpu_backend()}};
     auto engine = engine::Engine::load(eo);
     if (!engine) return fail(engine.error().message(), kExitBadInput);
     std::vector<float> logits;

@@ -61,9 +61,9 @@ void add_serve(CLI::App& app, int& exit_code) {
     if (!srv) return fail(srv.error().message(), kExitBadInput);
     if (auto bound = (*srv)->bind(); !bound) return fail(bound.error().message(), kExitBadInput);
     std::fprintf(stderr, "serving %s on http://%s:%d (%d slots, %s, queue %d)%s — Ctrl-C stops\n",
-                 o->server.model_id.c_str(), o->server.host.c_str(), (*srv)->port(), session->engine->n_slots(),
-                 kernels_description(session->planned.plan).c_str(), o->server.max_queue,
-                 o->server.api_key.empty() ? "" : ", API key required");
+                 o->server.model_id.c_str(), o->server.host.c_str(), (*srv)->port(),
+                 session->engine->n_slots(), kernels_description(session->planned.plan).c_str(),
+                 o->server.max_queue, o->server.api_key.empty() ? "" : ", API key required");
     server::Server* s = srv->get();
     std::thread watcher([s, signals] {
       int signal = 0;

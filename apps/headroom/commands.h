@@ -29,7 +29,7 @@ void add_doctor(CLI::App& app, int& exit_code);
 
 // Which kernels run a model, and on how many threads (every command that evaluates one).
 struct KernelFlags {
-  int threads = 0;               // 0: the physical cores
+  int threads = 0;  // 0: the physical cores
   // auto: a GPU when this build and the machine allow it, else cpu; cuda: a GPU or an error;
   // cpu: the CPU kernels (SIMD, threads); ref: the scalar reference on the CPU (a baseline).
   std::string backend = "auto";

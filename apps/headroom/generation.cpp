@@ -149,7 +149,7 @@ util::Result<std::string> choose_chat_template(const std::string& override_value
 }
 
 std::string kernels_description(const plan::Plan& p) {
-  if (p.devices.size() > 1) return fmt::format("cuda kernels on {}", p.devices[1].name);
+  if (p.uses_gpu()) return fmt::format("cuda kernels on {}", p.compute_device().name);
   const plan::Request& r = p.request;
   const int threads = r.n_threads > 0 ? r.n_threads : plan::physical_cores();
   if (r.reference_kernels)
@@ -171,7 +171,7 @@ std::string evidence_line(const Generation& g, const plan::Plan& plan) {
   }
   line += fmt::format(" | first token {:.1f} ms", s.ttft_seconds() * 1e3);
   if (tps > 0 && bytes > 0) {
-    const double bw = plan.devices.back().bandwidth;  // the device that runs the layers
+    const double bw = plan.compute_device().bandwidth;
     line += fmt::format(" | {}/tok → {:.2f} GB/s, {:.0f}% of the {:.1f} GB/s roofline",
                         util::format_bytes(bytes), tps * bytes / 1e9, 100.0 * tps * bytes / bw,
                         bw / 1e9);

@@ -58,7 +58,8 @@ util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
 util::Result<std::string> choose_chat_template(const std::string& override_value, const gguf::File& file,
                                                const model::Spec& spec, std::string_view fallback = {});
 
-// "prompt 5 tok (812.3 tok/s) | generated 128 tok, 95.1 tok/s steady, 10.5 ms/tok | first token 6.2 ms |
+// "prompt 5 tok (812.3 tok/s) | generated 128 tok, 95.1 tok/s steady, 10.5 ms/tok | first token 6.2
+// ms |
 //  1.0 MiB/token → 0.10 GB/s, 3% of the 3.2 GB/s roofline"
 // "cpu kernels (avx2), 2 threads" or "cuda kernels on cuda:0 NVIDIA H100 80GB HBM3" — what runs
 // the model, for the evidence line and bench.

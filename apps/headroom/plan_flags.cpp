@@ -1,8 +1,6 @@
 // Shared planning flags: open the model (or synthesize its header), detect devices, plan.
 #include "plan_flags.h"
 
-#include "engine/gpu.h"
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -53,9 +51,10 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
 
 void add_kernel_flags(CLI::App* cmd, KernelFlags& f) {
   cmd->add_option("-t,--threads", f.threads, "CPU threads (default: physical cores)");
-  cmd->add_option("--backend", f.backend,
-                  "Kernels: auto (the GPU when this build and machine allow, else cpu), cuda (the GPU, "
-                  "or an error), cpu (SIMD and threads) or ref (scalar reference, a CPU baseline)")
+  cmd->add_option(
+         "--backend", f.backend,
+         "Kernels: auto (the GPU when this build and machine allow, else cpu), cuda (the GPU, "
+         "or an error), cpu (SIMD and threads) or ref (scalar reference, a CPU baseline)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "ref"}))
       ->capture_default_str();
 }
@@ -132,7 +131,8 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
       return dev.kind == plan::DeviceKind::kGpu && dev.placeable && !(real && dev.simulated);
     });
   };
-  const std::string no_gpu = real_gpu == devices.end() ? "no GPU is present" : real_gpu->unusable_reason;
+  const std::string no_gpu =
+      real_gpu == devices.end() ? "no GPU is present" : real_gpu->unusable_reason;
   if (f.kernels.backend == "cuda" && !placeable_gpu(true)) {
     return util::errorf("--backend cuda: {} — use --backend auto or cpu", no_gpu);
   }

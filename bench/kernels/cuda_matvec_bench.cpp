@@ -58,10 +58,12 @@ double copy_ceiling_gbs(CudaBackend& gpu) {
   bool ok = cudaMemcpy(*dst, *src, kBytes, cudaMemcpyDeviceToDevice) == cudaSuccess;  // warm-up
   for (int r = 0; ok && r < kRounds; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < 10; ++i) ok = ok && cudaMemcpy(*dst, *src, kBytes, cudaMemcpyDeviceToDevice) == cudaSuccess;
+    for (int i = 0; i < 10; ++i)
+      ok = ok && cudaMemcpy(*dst, *src, kBytes, cudaMemcpyDeviceToDevice) == cudaSuccess;
     ok = ok && cudaDeviceSynchronize() == cudaSuccess;
-    rounds.push_back(2.0 * kBytes * 10 /
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 1e9);
+    rounds.push_back(
+        2.0 * kBytes * 10 /
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 1e9);
   }
   gpu.release(*src);
   gpu.release(*dst);
@@ -83,10 +85,11 @@ int main(int argc, char** argv) {
   CudaBackend& gpu = **backend;
   const auto& d = gpu.device();
   const double ceiling = copy_ceiling_gbs(gpu);
-  std::printf("%s (sm_%d%d, %d SMs, %.1f GiB): measured copy %.0f GB/s, datasheet peak %.0f GB/s; "
-              "W %lld x %lld, 1 token\n",
-              d.name.c_str(), d.sm_major, d.sm_minor, d.n_sm, d.total_bytes / 1073741824.0, ceiling,
-              d.peak_gbs, static_cast<long long>(rows), static_cast<long long>(cols));
+  std::printf(
+      "%s (sm_%d%d, %d SMs, %.1f GiB): measured copy %.0f GB/s, datasheet peak %.0f GB/s; "
+      "W %lld x %lld, 1 token\n",
+      d.name.c_str(), d.sm_major, d.sm_minor, d.n_sm, d.total_bytes / 1073741824.0, ceiling,
+      d.peak_gbs, static_cast<long long>(rows), static_cast<long long>(cols));
   std::printf("%-8s %10s %10s %9s %7s %7s\n", "type", "MB", "us", "GB/s", "%copy", "%peak");
 
   std::mt19937 rng(1);
@@ -115,7 +118,8 @@ int main(int argc, char** argv) {
     uint64_t state = rng() | 1;
     for (size_t i = 0; i < bytes.size(); ++i) {
       if (i % 8 == 0) state ^= state << 13, state ^= state >> 7, state ^= state << 17;
-      bytes[i] = static_cast<uint8_t>((state >> (i % 8 * 8)) & 0x3b);  // keeps f16/bf16 exponents small
+      bytes[i] =
+          static_cast<uint8_t>((state >> (i % 8 * 8)) & 0x3b);  // keeps f16/bf16 exponents small
     }
     auto w_dev = gpu.allocate(bytes.size());
     if (!w_dev.ok() || !gpu.upload(*w_dev, bytes.data(), bytes.size()).ok()) {

@@ -19,19 +19,26 @@ namespace {
 // part of the model on the host beside a GPU (a what-if of the planner) is refused, not run
 // some other way.
 util::Status check_whole_gpu(const plan::Plan& p, const model::Spec& spec) {
-  if (p.devices[1].simulated) {
-    return util::errorf("the plan puts the model on {}, a GPU that is not here (--assume-gpu plans a what-if) — "
-                        "drop --assume-gpu to run", p.devices[1].name);
+  const plan::Device& gpu = p.compute_device();
+  if (gpu.simulated) {
+    return util::errorf(
+        "the plan puts the model on {}, a GPU that is not here (--assume-gpu plans a what-if) — "
+        "drop --assume-gpu to run",
+        gpu.name);
   }
   const plan::Request& r = p.request;
   std::string split;
-  if (r.n_cpu_layers > 0) split = fmt::format("--cpu-layers {}", r.n_cpu_layers);
-  else if (r.experts_on_host) split = "--experts-on-host";
-  else if (r.ple_on_host && spec.n_embd_per_layer > 0) split = "--ple-on-host";
+  if (r.n_cpu_layers > 0)
+    split = fmt::format("--cpu-layers {}", r.n_cpu_layers);
+  else if (r.experts_on_host)
+    split = "--experts-on-host";
+  else if (r.ple_on_host && spec.n_embd_per_layer > 0)
+    split = "--ple-on-host";
   if (split.empty()) return {};
-  return util::errorf("the plan splits the model between the CPU and {} ({}), and runs split that way are not "
-                      "implemented yet — drop {} to run it all on the GPU, or add --backend cpu",
-                      p.devices[1].name, split, split);
+  return util::errorf(
+      "the plan splits the model between the CPU and {} ({}), and runs split that way are not "
+      "implemented yet — drop {} to run it all on the GPU, or add --backend cpu",
+      gpu.name, split, split);
 }
 
 }  // namespace
@@ -44,7 +51,8 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   HR_ASSIGN_OR_RETURN(model::Spec spec, model::spec_from_gguf(*file));
   plan::DeviceOptions device_options = options.devices;
   // The scalar reference kernels are a CPU baseline: they never run on a GPU.
-  if (!device_options.gpu_backend && !options.reference_kernels) device_options.gpu_backend = gpu_backend_check();
+  if (!device_options.gpu_backend && !options.reference_kernels)
+    device_options.gpu_backend = gpu_backend_check();
   HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(device_options));
   plan::Request r;
   r.n_ctx = options.n_ctx > 0 ? options.n_ctx : std::min(spec.n_ctx_train, 4096);
@@ -70,10 +78,10 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   e->plan_ = std::move(plan);
   const plan::Request& r = e->plan_.request;
   e->pool_ = std::make_unique<util::ThreadPool>(r.n_threads > 0 ? r.n_threads : plan::physical_cores());
-  const bool on_gpu = e->plan_.devices.size() > 1;
+  const bool on_gpu = e->plan_.uses_gpu();
   if (on_gpu) {
     HR_TRY(check_whole_gpu(e->plan_, e->spec_));
-    HR_ASSIGN_OR_RETURN(e->backend_, make_gpu_backend(e->plan_.devices[1].gpu_index));
+    HR_ASSIGN_OR_RETURN(e->backend_, make_gpu_backend(e->plan_.compute_device().gpu_index));
   } else if (r.reference_kernels) {
     e->backend_ = std::make_unique<kernels::ref::RefBackend>();
   } else {

@@ -11,7 +11,9 @@ namespace engine {
 
 #ifdef HEADROOM_WITH_CUDA
 
-bool gpu_backend_built() { return true; }
+bool gpu_backend_built() {
+  return true;
+}
 
 std::function<std::string(int)> gpu_backend_check() {
   return [](int index) -> std::string {
@@ -31,12 +33,17 @@ util::Result<std::unique_ptr<kernels::Backend>> make_gpu_backend(int index) {
 
 #else
 
-bool gpu_backend_built() { return false; }
+bool gpu_backend_built() {
+  return false;
+}
 
-std::function<std::string(int)> gpu_backend_check() { return nullptr; }
+std::function<std::string(int)> gpu_backend_check() {
+  return nullptr;
+}
 
 util::Result<std::unique_ptr<kernels::Backend>> make_gpu_backend(int index) {
-  return util::errorf("GPU {}: this build has no GPU backend — rebuild with nvcc on PATH (docs/cuda.md)", index);
+  return util::errorf(
+      "GPU {}: this build has no GPU backend — rebuild with nvcc on PATH (docs/cuda.md)", index);
 }
 
 #endif

@@ -16,9 +16,13 @@ class Buffer {
  public:
   Buffer() = default;
   // Backend memory (what the ops read and write).
-  static util::Result<Buffer> make(Backend& backend, size_t bytes) { return make(backend, bytes, false); }
+  static util::Result<Buffer> make(Backend& backend, size_t bytes) {
+    return make(backend, bytes, false);
+  }
   // Host memory for upload_async.
-  static util::Result<Buffer> make_host(Backend& backend, size_t bytes) { return make(backend, bytes, true); }
+  static util::Result<Buffer> make_host(Backend& backend, size_t bytes) {
+    return make(backend, bytes, true);
+  }
   Buffer(Buffer&& o) noexcept { *this = std::move(o); }
   Buffer& operator=(Buffer&& o) noexcept {
     if (this != &o) {
@@ -51,8 +55,10 @@ class Buffer {
   }
   void reset() {
     if (backend_ != nullptr) {
-      if (host_) backend_->release_host(data_);
-      else backend_->release(data_);
+      if (host_)
+        backend_->release_host(data_);
+      else
+        backend_->release(data_);
     }
     backend_ = nullptr;
     data_ = nullptr;
@@ -64,37 +70,32 @@ class Buffer {
   bool host_ = false;
 };
 
-// `regions` host arrays of n values each that the host fills and the ops read through one device
-// array of n. On a host backend the ops read the host region itself. On a device backend push()
-// queues a copy of a region (upload_async): each region must then stay unchanged until the
-// backend's next synchronize(), which is why a forward pass gives every layer its own region.
+// An array of n values the host fills and the ops read. On a host backend the ops read the host
+// array itself. On a device backend push() queues a copy to a device array (upload_async), so the
+// host array must stay unchanged until the backend's next synchronize().
 template <class T>
 class Staged {
  public:
-  util::Status init(Backend& backend, size_t n, size_t regions = 1) {
+  util::Status init(Backend& backend, size_t n) {
     backend_ = &backend;
-    n_ = n;
     on_device_ = !backend.host_memory();
-    HR_ASSIGN_OR_RETURN(host_, Buffer::make_host(backend, n * regions * sizeof(T)));
-    for (size_t i = 0; i < n * regions; ++i) new (host_.get<T>() + i) T{};
+    HR_ASSIGN_OR_RETURN(host_, Buffer::make_host(backend, n * sizeof(T)));
+    for (size_t i = 0; i < n; ++i) new (host_.get<T>() + i) T{};
     if (on_device_) {
       HR_ASSIGN_OR_RETURN(device_, Buffer::make(backend, n * sizeof(T)));
     }
     return {};
   }
-  T* host(size_t region = 0) { return host_.get<T>() + region * n_; }
-  // What the ops take after push(region): the device array, or that host region on a host backend.
-  const T* ops(size_t region = 0) const {
-    return on_device_ ? device_.get<const T>() : host_.get<const T>() + region * n_;
-  }
-  // Queues the first `count` values of `region` for the ops.
-  void push(size_t count, size_t region = 0) {
-    if (on_device_ && count > 0) backend_->upload_async(device_.get(), host(region), count * sizeof(T));
+  T* host() { return host_.get<T>(); }
+  // What the ops take: the device array, or the host array on a host backend.
+  const T* ops() const { return on_device_ ? device_.get<const T>() : host_.get<const T>(); }
+  // Queues the first `count` values for the ops.
+  void push(size_t count) {
+    if (on_device_ && count > 0) backend_->upload_async(device_.get(), host(), count * sizeof(T));
   }
 
  private:
   Backend* backend_ = nullptr;
-  size_t n_ = 0;
   bool on_device_ = false;
   Buffer host_, device_;
 };

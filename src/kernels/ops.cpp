@@ -11,9 +11,13 @@ constexpr std::align_val_t kHostAlignment{64};  // a cache line, as util::Aligne
 }  // namespace
 
 // A host backend's own memory is host memory: both kinds come from the same allocator.
-util::Result<void*> Backend::allocate(size_t bytes) { return Backend::allocate_host(bytes); }
+util::Result<void*> Backend::allocate(size_t bytes) {
+  return Backend::allocate_host(bytes);
+}
 
-void Backend::release(void* ptr) { Backend::release_host(ptr); }
+void Backend::release(void* ptr) {
+  Backend::release_host(ptr);
+}
 
 util::Status Backend::upload(void* dst, const void* host_src, size_t bytes) {
   if (bytes > 0) std::memcpy(dst, host_src, bytes);
@@ -26,7 +30,8 @@ void Backend::upload_async(void* dst, const void* host_src, size_t bytes) {
 
 util::Result<void*> Backend::allocate_host(size_t bytes) {
   void* p = ::operator new(bytes == 0 ? 1 : bytes, kHostAlignment, std::nothrow);
-  if (p == nullptr) return util::errorf("{}: cannot allocate {} bytes of host memory", name(), bytes);
+  if (p == nullptr)
+    return util::errorf("{}: cannot allocate {} bytes of host memory", name(), bytes);
   return p;
 }
 

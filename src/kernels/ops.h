@@ -53,7 +53,9 @@ class Backend {
   // and replay(id) runs the recording. No synchronous copy may come in between.
   virtual bool can_record() const { return false; }
   virtual void begin_record() {}
-  virtual util::Result<int> end_record() { return util::errorf("{}: cannot record passes", name()); }
+  virtual util::Result<int> end_record() {
+    return util::errorf("{}: cannot record passes", name());
+  }
   virtual void begin_replay() {}
   virtual void replay(int /*id*/) {}
   virtual void release_recording(int /*id*/) {}

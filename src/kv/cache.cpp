@@ -102,8 +102,10 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
       auto k = kernels::Buffer::make(*device, cells * s.k_row);
       auto v = kernels::Buffer::make(*device, cells * s.v_row);
       if (!k || !v) {
-        return util::errorf("KV cache: cannot allocate {} bytes for layer {} on {} — lower --ctx or --slots, or "
-                            "use a quantized KV type", cells * (s.k_row + s.v_row), l.il, device->name());
+        return util::errorf(
+            "KV cache: cannot allocate {} bytes for layer {} on {} — lower --ctx or --slots, or "
+            "use a quantized KV type",
+            cells * (s.k_row + s.v_row), l.il, device->name());
       }
       s.device_k = std::move(*k);
       s.device_v = std::move(*v);
@@ -183,15 +185,18 @@ util::Status Cache::sync() {
     if (cells_changed_[slot]) {
       for (size_t g = 0; g < groups_.size(); ++g) {
         const auto& cells = cell_pos_[g][slot];
-        HR_TRY(device_->upload(device_cell_pos_[g][slot].get(), cells.data(), cells.size() * sizeof(int32_t)));
+        HR_TRY(device_->upload(device_cell_pos_[g][slot].get(), cells.data(),
+                               cells.size() * sizeof(int32_t)));
       }
     }
     if (tables_changed_[slot]) {
       for (const auto& l : layers_) {
         if (!l.owns()) continue;
         SlotView& v = views_[l.il][slot];
-        HR_TRY(device_->upload(v.device_k_blocks.get(), v.k_blocks.data(), v.k_blocks.size() * sizeof(const uint8_t*)));
-        HR_TRY(device_->upload(v.device_v_blocks.get(), v.v_blocks.data(), v.v_blocks.size() * sizeof(const uint8_t*)));
+        HR_TRY(device_->upload(v.device_k_blocks.get(), v.k_blocks.data(),
+                               v.k_blocks.size() * sizeof(const uint8_t*)));
+        HR_TRY(device_->upload(v.device_v_blocks.get(), v.v_blocks.data(),
+                               v.v_blocks.size() * sizeof(const uint8_t*)));
         kernels::KvSpan span = v.span;
         span.k_blocks = v.device_k_blocks.get<const uint8_t* const>();
         span.v_blocks = v.device_v_blocks.get<const uint8_t* const>();
@@ -285,7 +290,8 @@ const kernels::KvSpan* Cache::span(int il, int slot) const {
 
 size_t Cache::bytes_allocated() const {
   size_t total = 0;
-  for (const auto& s : stores_) total += s.k.size() + s.v.size() + s.device_k.size() + s.device_v.size();
+  for (const auto& s : stores_)
+    total += s.k.size() + s.v.size() + s.device_k.size() + s.device_v.size();
   return total;
 }
 
@@ -293,8 +299,8 @@ size_t Cache::bytes_resident() const {
   size_t total = 0;
   for (const auto& s : stores_) {
     // Device memory is committed when allocated; host pages only once touched.
-    total += util::resident_bytes(s.k.data(), s.k.size()) + util::resident_bytes(s.v.data(), s.v.size()) +
-             s.device_k.size() + s.device_v.size();
+    total += util::resident_bytes(s.k.data(), s.k.size()) +
+             util::resident_bytes(s.v.data(), s.v.size()) + s.device_k.size() + s.device_v.size();
   }
   return total;
 }

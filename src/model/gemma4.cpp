@@ -142,7 +142,7 @@ class Gemma4 final : public Model {
 
 util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* given_placer) {
   HR_TRY(stage_.init(ops_, spec_, max_batch_));
-  HR_ASSIGN_OR_RETURN(TensorPlacer* placer, stage_.placer(given_placer));
+  HR_ASSIGN_OR_RETURN(TensorPlacer * placer, stage_.placer(given_placer));
   Binder b(file, placer);
   const int64_t H = spec_.n_embd, V = spec_.n_vocab, P = spec_.n_embd_per_layer, L = spec_.n_layer;
   HR_ASSIGN_OR_RETURN(token_embd_, b.matrix("token_embd.weight", H, V));
@@ -211,7 +211,7 @@ util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* given_placer) {
   }
   ScratchCarver counter(nullptr);
   Scratch::lay_out(counter, spec_, max_batch_);
-  HR_ASSIGN_OR_RETURN(uint8_t* base, buffer_.allocate(ops_, counter.bytes()));
+  HR_ASSIGN_OR_RETURN(uint8_t * base, buffer_.allocate(ops_, counter.bytes()));
   ScratchCarver carver(base);
   s_ = Scratch::lay_out(carver, spec_, max_batch_);
   return {};
@@ -255,8 +255,15 @@ void Gemma4::attention(const LayerSpec& l, const LayerWeights& w, const Batch& b
   const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span, l.il);
   for (int t = 0; t < T; ++t) spans[t] = cache.span(l.il, batch.slot[t]);
   stage_.put(s_.kv_span, spans, T);
-  ops_.attention({.n_tokens = T, .n_head = l.n_head, .head_dim = l.head_dim, .q = s_.q, .out = s_.att,
-                  .pos = stage_.pos(), .kv = s_.kv_span, .window = l.window, .scale = spec_.attention_scale});
+  ops_.attention({.n_tokens = T,
+                  .n_head = l.n_head,
+                  .head_dim = l.head_dim,
+                  .q = s_.q,
+                  .out = s_.att,
+                  .pos = stage_.pos(),
+                  .kv = s_.kv_span,
+                  .window = l.window,
+                  .scale = spec_.attention_scale});
   ops_.matmul(w.wo, s_.att, s_.xb2, T);
   ops_.rmsnorm(s_.xb2, w.post_attn_norm, s_.xb2, H, T, spec_.rms_eps);
   ops_.add(s_.x, s_.xb2, T * H);

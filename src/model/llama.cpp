@@ -68,7 +68,7 @@ class Llama final : public Model {
 
   util::Status bind(const gguf::File& file, TensorPlacer* given_placer) {
     HR_TRY(stage_.init(ops_, spec_, max_batch_));
-    HR_ASSIGN_OR_RETURN(TensorPlacer* placer, stage_.placer(given_placer));
+    HR_ASSIGN_OR_RETURN(TensorPlacer * placer, stage_.placer(given_placer));
     Binder b(file, placer);
     const int64_t H = spec_.n_embd, V = spec_.n_vocab;
     HR_ASSIGN_OR_RETURN(token_embd_, b.matrix("token_embd.weight", H, V));
@@ -93,7 +93,7 @@ class Llama final : public Model {
     }
     ScratchCarver counter(nullptr);
     Scratch::lay_out(counter, spec_, max_batch_);
-    HR_ASSIGN_OR_RETURN(uint8_t* base, buffer_.allocate(ops_, counter.bytes()));
+    HR_ASSIGN_OR_RETURN(uint8_t * base, buffer_.allocate(ops_, counter.bytes()));
     ScratchCarver carver(base);
     s_ = Scratch::lay_out(carver, spec_, max_batch_);
     return {};
@@ -133,8 +133,14 @@ class Llama final : public Model {
       stage_.put(s_.kv_dst, dst, T);
       stage_.put(s_.kv_span, spans, T);
       ops_.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s_.k, s_.v, s_.kv_dst, T);
-      ops_.attention({.n_tokens = T, .n_head = l.n_head, .head_dim = l.head_dim, .q = s_.q, .out = s_.att,
-                      .pos = stage_.pos(), .kv = s_.kv_span, .window = l.window,
+      ops_.attention({.n_tokens = T,
+                      .n_head = l.n_head,
+                      .head_dim = l.head_dim,
+                      .q = s_.q,
+                      .out = s_.att,
+                      .pos = stage_.pos(),
+                      .kv = s_.kv_span,
+                      .window = l.window,
                       .scale = spec_.attention_scale});
       ops_.matmul(w.wo, s_.att, s_.xb2, T);
       ops_.add(s_.x, s_.xb2, T * H);

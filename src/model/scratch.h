@@ -38,7 +38,9 @@ class Workspace {
     size_ = bytes;
     if (!ops.host_memory()) {
       auto b = kernels::Buffer::make(ops, bytes);
-      if (!b) return util::errorf("model: cannot allocate {} bytes of activations on {}", bytes, ops.name());
+      if (!b)
+        return util::errorf("model: cannot allocate {} bytes of activations on {}", bytes,
+                            ops.name());
       device_ = std::move(*b);
       return device_.get<uint8_t>();
     }

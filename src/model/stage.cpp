@@ -27,7 +27,8 @@ util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch)
   // pass. MoE layers read the routing back mid-pass, which a recording cannot hold.
   const char* env = std::getenv("HEADROOM_RECORD_PASSES");
   record_ = ops.can_record() && env != nullptr && std::string_view(env) == "1" &&
-            std::none_of(spec.layers.begin(), spec.layers.end(), [](const LayerSpec& l) { return l.is_moe(); });
+            std::none_of(spec.layers.begin(), spec.layers.end(),
+                         [](const LayerSpec& l) { return l.is_moe(); });
   n_embd_ = spec.n_embd;
   n_vocab_ = spec.n_vocab;
   HR_TRY(tokens_.init(ops, max_batch));
@@ -40,8 +41,10 @@ util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch)
   }
   if (device_) {
     const size_t per_layer = spec.layers.size() * static_cast<size_t>(max_batch);
-    HR_ASSIGN_OR_RETURN(kv_dst_, kernels::Buffer::make_host(ops, per_layer * sizeof(kernels::KvWrite)));
-    HR_ASSIGN_OR_RETURN(kv_span_, kernels::Buffer::make_host(ops, per_layer * sizeof(const kernels::KvSpan*)));
+    HR_ASSIGN_OR_RETURN(kv_dst_,
+                        kernels::Buffer::make_host(ops, per_layer * sizeof(kernels::KvWrite)));
+    HR_ASSIGN_OR_RETURN(
+        kv_span_, kernels::Buffer::make_host(ops, per_layer * sizeof(const kernels::KvSpan*)));
     rows_.resize(max_batch);
     HR_ASSIGN_OR_RETURN(logits_, kernels::Buffer::make(ops, kLogitRows * n_vocab_ * sizeof(float)));
   }
@@ -51,8 +54,9 @@ util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch)
 util::Result<TensorPlacer*> Stage::placer(TensorPlacer* given) {
   if (!device_) return given;
   if (given != nullptr) {
-    return util::errorf("model: {} computes in its own memory; load weights with its placer, not another",
-                        ops_->name());
+    return util::errorf(
+        "model: {} computes in its own memory; load weights with its placer, not another",
+        ops_->name());
   }
   placer_ = std::make_unique<BackendPlacer>(*ops_);
   return placer_.get();
@@ -65,8 +69,10 @@ void Stage::begin(const Batch& batch, kv::Cache& cache) {
   record(cache.sync());  // synchronous copies: before any recorded span
   if (record_ && T == 1) {
     mode_ = recording_ < 0 ? Mode::kRecord : Mode::kReplay;
-    if (mode_ == Mode::kRecord) ops_->begin_record();
-    else ops_->begin_replay();
+    if (mode_ == Mode::kRecord)
+      ops_->begin_record();
+    else
+      ops_->begin_replay();
   }
   tokens_.push(T);
   pos_.push(T);
@@ -101,7 +107,8 @@ const float* Stage::read(const float* ops_array, int n) {
   return read_floats_.data();
 }
 
-void Stage::logits(const kernels::Matrix& output, const float* x, int n_out, float cap, float* logits) {
+void Stage::logits(const kernels::Matrix& output, const float* x, int n_out, float cap,
+                   float* logits) {
   if (!device_) {
     ops_->matmul(output, x, logits, n_out);
     if (cap > 0) ops_->softcap(logits, cap, static_cast<int64_t>(n_out) * n_vocab_);

@@ -32,7 +32,6 @@ class Stage {
   ~Stage();
 
   util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch);
-  bool on_device() const { return device_; }
   // Where bound weights go: `given` on a host backend (null = the file mapping), a placer in the
   // backend's memory on a device (a caller's own placer is refused there: its pointers would be
   // host memory).
@@ -55,10 +54,12 @@ class Stage {
   // Layer il's host array for the values the ops will read at `ops_array` (which is that array
   // itself on a host backend); put() then queues them for it.
   kernels::KvWrite* host_kv_dst(kernels::KvWrite* ops_array, int il) {
-    return device_ ? kv_dst_.get<kernels::KvWrite>() + static_cast<size_t>(il) * max_batch_ : ops_array;
+    return device_ ? kv_dst_.get<kernels::KvWrite>() + static_cast<size_t>(il) * max_batch_
+                   : ops_array;
   }
   const kernels::KvSpan** host_kv_span(const kernels::KvSpan** ops_array, int il) {
-    return device_ ? kv_span_.get<const kernels::KvSpan*>() + static_cast<size_t>(il) * max_batch_ : ops_array;
+    return device_ ? kv_span_.get<const kernels::KvSpan*>() + static_cast<size_t>(il) * max_batch_
+                   : ops_array;
   }
   // A host array for row indices only the host reads.
   int32_t* host_rows(int32_t* ops_array) { return device_ ? rows_.data() : ops_array; }

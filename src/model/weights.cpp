@@ -81,9 +81,11 @@ util::Result<const float*> Binder::vector(const std::string& name, int64_t n) {
   return reinterpret_cast<const float*>(bytes.data());
 }
 
-util::Result<const void*> BackendPlacer::place(std::string_view name, std::span<const uint8_t> bytes) {
+util::Result<const void*> BackendPlacer::place(std::string_view name,
+                                               std::span<const uint8_t> bytes) {
   auto buffer = kernels::Buffer::make(backend_, bytes.size());
-  if (!buffer) return std::move(buffer).error().with_context(fmt::format("model: tensor '{}'", name));
+  if (!buffer)
+    return std::move(buffer).error().with_context(fmt::format("model: tensor '{}'", name));
   HR_TRY(backend_.upload(buffer->get(), bytes.data(), bytes.size()));
   bytes_ += bytes.size();
   buffers_.push_back(std::move(*buffer));

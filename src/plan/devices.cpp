@@ -48,8 +48,9 @@ Device gpu_device(const telemetry::GpuReading& g, const DeviceOptions& options) 
   Device gpu;
   gpu.kind = DeviceKind::kGpu;
   gpu.gpu_index = g.index;
-  gpu.unusable_reason = options.gpu_backend ? options.gpu_backend(g.index)
-                                            : "this build runs on the CPU: it has no GPU backend yet";
+  gpu.unusable_reason = options.gpu_backend
+                            ? options.gpu_backend(g.index)
+                            : "this build runs on the CPU: it has no GPU backend yet";
   gpu.placeable = gpu.unusable_reason.empty();
   gpu.name = fmt::format("cuda:{} {}", g.index, g.name);
   gpu.total_bytes = g.memory_total.value_or(0);

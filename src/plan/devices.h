@@ -47,8 +47,8 @@ struct DeviceOptions {
   std::function<std::string(int index)> gpu_backend;
 };
 
-// The CPU first, then each NVIDIA GPU NVML reports (placeable when options.gpu_backend says so), then
-// an --assume-gpu what-if. Without NVML there are no real GPUs; that is not an error.
+// The CPU first, then each NVIDIA GPU NVML reports (placeable when options.gpu_backend says so),
+// then an --assume-gpu what-if. Without NVML there are no real GPUs; that is not an error.
 util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options);
 
 // Best-of-3 streaming read bandwidth (bytes/s) with `threads` threads over `bytes` of RAM.

@@ -99,16 +99,19 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
     if (d.kind != DeviceKind::kGpu) continue;
     auto same = std::find_if(unused_gpus.begin(), unused_gpus.end(),
                              [&](const auto& u) { return u.first == d.unusable_reason; });
-    if (same == unused_gpus.end()) unused_gpus.emplace_back(d.unusable_reason, d.name);
-    else same->second += ", " + d.name;
+    if (same == unused_gpus.end())
+      unused_gpus.emplace_back(d.unusable_reason, d.name);
+    else
+      same->second += ", " + d.name;
   }
   for (const auto& [reason, names] : unused_gpus) {
-    p.notes.push_back(fmt::format("GPU present ({}) but {}, so the plan places nothing on the GPU", names, reason));
+    p.notes.push_back(fmt::format("GPU present ({}) but {}, so the plan places nothing on the GPU",
+                                  names, reason));
   }
   if (p.devices.empty() || p.devices[0].kind != DeviceKind::kCpu) {
     return util::errorf("plan: the first device must be the CPU");
   }
-  const bool has_gpu = p.devices.size() > 1;
+  const bool has_gpu = p.uses_gpu();
   p.request.n_ubatch = std::min(r.n_ubatch, r.n_ctx);
 
   // Weights, by class and device.
@@ -158,16 +161,20 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   // A GPU's kernels hold no scratch of their own.
   const int threads = r.n_threads > 0 ? r.n_threads : physical_cores();
   const uint64_t workspace = model::workspace_bytes(spec, p.request.n_ubatch);
-  const uint64_t cpu_scratch =
-      r.reference_kernels ? 0
-                          : kernels::cpu::matmul_scratch_bytes(p.request.n_ubatch, model::max_matmul_cols(spec), threads);
+  const uint64_t cpu_scratch = r.reference_kernels
+                                   ? 0
+                                   : kernels::cpu::matmul_scratch_bytes(
+                                         p.request.n_ubatch, model::max_matmul_cols(spec), threads);
   const int compute_device = has_gpu ? 1 : 0;
   if (has_gpu) {
-    p.items.push_back({.name = "activations", .kind = ItemKind::kActivations, .device = 1, .bytes = workspace});
+    p.items.push_back(
+        {.name = "activations", .kind = ItemKind::kActivations, .device = 1, .bytes = workspace});
   }
   if (!has_gpu || r.n_cpu_layers > 0 || r.experts_on_host) {
-    p.items.push_back(
-        {.name = "activations", .kind = ItemKind::kActivations, .device = 0, .bytes = workspace + cpu_scratch});
+    p.items.push_back({.name = "activations",
+                       .kind = ItemKind::kActivations,
+                       .device = 0,
+                       .bytes = workspace + cpu_scratch});
   }
   const uint64_t n_out = std::min(r.n_slots, p.request.n_ubatch);
   p.items.push_back({.name = "logits", .kind = ItemKind::kLogits, .device = 0,

@@ -69,13 +69,17 @@ struct Plan {
   std::vector<std::string> problems;       // one per device over budget
   std::vector<Alternative> alternatives;   // when it does not fit: fastest first
   std::string applied;                     // what --fit changed, if anything
-  // Present devices the plan leaves empty (a GPU this build cannot run on), and what the plan
-  // says about them once, e.g. "GPU present (cuda:0 …) but this build runs on the CPU".
+  // Present devices the plan leaves empty (a GPU headroom cannot run on), and what the plan says
+  // about them once per reason, e.g. "GPU present (cuda:0 …) but this build runs on the CPU: …".
   std::vector<Device> unused_devices;
   std::vector<std::string> notes;
 
   uint64_t bytes_on(int device) const;
   uint64_t bytes_of(ItemKind kind) const;
+  // Whether the plan places layers on a GPU (devices[1]), and the device that runs the layers:
+  // that GPU, else the CPU.
+  bool uses_gpu() const { return devices.size() > 1; }
+  const Device& compute_device() const { return devices[uses_gpu() ? 1 : 0]; }
   uint64_t weight_bytes(model::TensorClass cls) const;
   // One line: why it does not fit and the alternatives, for refusals.
   std::string refusal() const;

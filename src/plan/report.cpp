@@ -71,9 +71,9 @@ std::string format_plan(const Plan& p, const model::Spec& spec, const std::strin
     out += fmt::format("  {}: budget from {}; bandwidth {}\n", d.name, d.budget_source, d.bandwidth_source);
   }
   for (const auto& d : p.unused_devices) {
-    out += fmt::format(
-        "  {}: not used ({}); budget {} from {}; bandwidth {:.1f} GB/s, {}\n", d.name, d.unusable_reason,
-        util::format_bytes(d.budget_bytes), d.budget_source, gbps(d.bandwidth), d.bandwidth_source);
+    out += fmt::format("  {}: not used ({}); budget {} from {}; bandwidth {:.1f} GB/s, {}\n",
+                       d.name, d.unusable_reason, util::format_bytes(d.budget_bytes),
+                       d.budget_source, gbps(d.bandwidth), d.bandwidth_source);
   }
   if (!p.fits) {
     out += "\nDOES NOT FIT:\n";

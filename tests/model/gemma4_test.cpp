@@ -19,12 +19,6 @@ std::string write_synth(const model::SynthOptions& o, const std::string& file_na
   return path;
 }
 
-std::vector<int32_t> token_ids(int n) {
-  std::vector<int32_t> ids(n);
-  for (int i = 0; i < n; ++i) ids[i] = (37 * i + 11) % 500 + 3;
-  return ids;
-}
-
 // All-position logits of `ids` evaluated with micro-batches of `ubatch` (or one by one).
 std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& ids, int ubatch, bool decode) {
   auto e = engine::Engine::load({.model_path = path, .n_ctx = 64, .n_ubatch = ubatch,
@@ -50,7 +44,7 @@ TEST_P(Gemma4Tiny, PrefillDecodeAndMicroBatchesAgree) {
   constexpr int W = 8;
   for (int n : {1, W - 1, W, W + 1, 2 * W + 3, 40}) {
     SCOPED_TRACE("length " + std::to_string(n));
-    const auto ids = token_ids(n);
+    const auto ids = testing_util::spread_token_ids(n);
     const auto prefill = logits_of(path, ids, 64, false);
     // The same arithmetic in a different order: f32 rounding only (1e-5 of logits up to 30).
     EXPECT_LE(max_abs_diff(prefill, logits_of(path, ids, 64, true)), 1e-5f * 30);
@@ -59,22 +53,19 @@ TEST_P(Gemma4Tiny, PrefillDecodeAndMicroBatchesAgree) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, Gemma4Tiny, ::testing::Values("tiny-e", "tiny-moe", "tiny-dense-keqv"),
-                         [](const auto& p) {
-                           std::string s = p.param;
-                           for (auto& c : s) c = c == '-' ? '_' : c;
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Shapes, Gemma4Tiny,
+                         ::testing::Values("tiny-e", "tiny-moe", "tiny-dense-keqv"),
+                         [](const auto& p) { return testing_util::test_name(p.param); });
 
 TEST(Gemma4, UnusedSharedKvTensorsAreIgnored) {
-  const auto ids = token_ids(20);
+  const auto ids = testing_util::spread_token_ids(20);
   const auto without = logits_of(write_synth({.shape = "tiny-e"}, "a.gguf"), ids, 64, false);
   const auto with = logits_of(write_synth({.shape = "tiny-e", .shared_kv_tensors = true}, "b.gguf"), ids, 64, false);
   EXPECT_EQ(max_abs_diff(without, with), 0.0f);
 }
 
 TEST(Gemma4, PerLayerEmbeddingsChangeTheOutput) {
-  const auto ids = token_ids(12);
+  const auto ids = testing_util::spread_token_ids(12);
   const auto normal = logits_of(write_synth({.shape = "tiny-e"}, "a.gguf"), ids, 64, false);
   const auto zeroed = logits_of(write_synth({.shape = "tiny-e", .zero_ple = true}, "b.gguf"), ids, 64, false);
   EXPECT_GT(max_abs_diff(normal, zeroed), 0.1f) << "zeroing the PLE table must change the logits";
@@ -85,7 +76,7 @@ TEST(Gemma4, DecodeFarPastTheWindowMatchesOnePrefill) {
   // many times, a single prefill never does; both must see exactly the same keys. Whether they
   // are the right keys is checked against the independent reference (gemma4_oracle_test).
   const std::string path = write_synth({.shape = "tiny-e"}, "a.gguf");
-  const auto ids = token_ids(40);
+  const auto ids = testing_util::spread_token_ids(40);
   EXPECT_LE(max_abs_diff(logits_of(path, ids, 1, false), logits_of(path, ids, 40, false)), 1e-5f * 30);
 }
 

@@ -86,4 +86,15 @@ ScopedEnv::~ScopedEnv() {
     ::unsetenv(name_.c_str());
 }
 
+std::vector<int32_t> spread_token_ids(int n) {
+  std::vector<int32_t> ids(n);
+  for (int i = 0; i < n; ++i) ids[i] = (37 * i + 11) % 500 + 3;
+  return ids;
+}
+
+std::string test_name(std::string value) {
+  for (auto& c : value) c = c == '-' ? '_' : c;
+  return value;
+}
+
 }  // namespace testing_util

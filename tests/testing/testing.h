@@ -23,6 +23,12 @@ std::vector<uint8_t> read_file(const std::filesystem::path& path);
 std::vector<float> read_f32(const std::filesystem::path& path);
 std::string read_text(const std::filesystem::path& path);
 
+// n token ids spread over the first 503 of a vocabulary (every synth model has more), the same
+// for every test that compares two ways of evaluating one model.
+std::vector<int32_t> spread_token_ids(int n);
+// A parameter value as a gtest name: "tiny-e" → "tiny_e".
+std::string test_name(std::string value);
+
 // Runs a shell command; returns its exit status and fills stdout (and stderr if asked).
 int run_command(const std::string& command, std::string* out, std::string* err = nullptr);
 

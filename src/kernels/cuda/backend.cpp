@@ -216,7 +216,8 @@ util::Result<void*> CudaBackend::allocate_host(size_t bytes) {
   void* p = nullptr;
   if (const cudaError_t e = cudaMallocHost(&p, bytes == 0 ? 1 : bytes); e != cudaSuccess) {
     (void)cudaGetLastError();
-    return util::errorf("cuda: cannot allocate {} bytes of page-locked host memory — {}", bytes, describe(e));
+    return util::errorf("cuda: cannot allocate {} bytes of page-locked host memory — {}", bytes,
+                        describe(e));
   }
   return p;
 }

@@ -3,9 +3,8 @@
 // need. This header includes no CUDA header: host code compiled by the C++ compiler uses it.
 //
 // Status: tested against kernels::ref on an H100 (tests/kernels/cuda_backend_test.cpp, all
-// passing, also under compute-sanitizer memcheck), not yet wired into the engine or the CLI — the
-// Planner/Engine placement of weights and KV in device memory is the next step of issue #9. See
-// docs/cuda.md.
+// passing, also under compute-sanitizer memcheck); the engine runs whole models on it when the
+// plan puts them on the GPU (tests/model/cuda_forward_test.cpp). See docs/cuda.md.
 //
 // Contract:
 // - Every pointer an op receives is a device pointer of this backend's GPU, including the arrays
@@ -81,8 +80,8 @@ class CudaBackend final : public Backend {
   void copy_rows(float* y, int64_t ys, const float* x, int64_t xs, int64_t n,
                  int64_t rows) override;
 
-  // Device memory: every op's pointers come from here. Copies complete before they return
-  // (ordered after every op issued so far).
+  // Device memory: every op's pointers come from here. upload and download complete before they
+  // return (ordered after every op issued so far); upload_async is queued like an op.
   bool host_memory() const override { return false; }
   util::Result<void*> allocate(size_t bytes) override;
   void release(void* device_ptr) override;
@@ -120,9 +119,9 @@ class CudaBackend final : public Backend {
   CudaDevice device_;
   CUstream_st* stream_;
   std::string error_;
-  bool recording_ = false;           // between begin_record() and end_record()
-  bool dropping_ = false;            // between begin_replay() and replay()
-  std::vector<void*> recordings_;    // cudaGraphExec_t by id; null once released
+  bool recording_ = false;         // between begin_record() and end_record()
+  bool dropping_ = false;          // between begin_replay() and replay()
+  std::vector<void*> recordings_;  // cudaGraphExec_t by id; null once released
 };
 
 // The backend of GPU `device` (an index into cuda_devices()), or a one-line error: no driver, no

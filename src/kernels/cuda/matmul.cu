@@ -279,9 +279,9 @@ cudaError_t launch_matmul(const Matrix& w, const float* x, float* y, int n_token
   return with_type(w.type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     if (n_tokens <= kMatvecMaxTokens) {
-      matvec_kernel<T><<<blocks_for(w.n_rows, kMatvecWarps * kMatvecRows), 32 * kMatvecWarps, 0,
-                         stream>>>(
-          data, w.n_cols, w.n_rows, w.row_bytes, x, y, n_tokens);
+      matvec_kernel<T>
+          <<<blocks_for(w.n_rows, kMatvecWarps * kMatvecRows), 32 * kMatvecWarps, 0, stream>>>(
+              data, w.n_cols, w.n_rows, w.row_bytes, x, y, n_tokens);
     } else {
       const dim3 grid(blocks_for(w.n_rows, kTileRows), blocks_for(n_tokens, kTileTokens));
       matmul_tiled_kernel<T><<<grid, kTileThreads, 0, stream>>>(data, w.n_cols, w.n_rows,

@@ -38,7 +38,8 @@ using PartnerFn = void (*)(const float* x, void* out, int64_t n);
 // out[t * out_stride + r] = Σ_c w_r[c] · x_t[c] for kDotRows consecutive weight rows (w_r = w +
 // r * w_stride bytes) and n_tokens activation rows. Each value is bit for bit what DotFn gives
 // that row and token (same operations in the same order); blocking rows with tokens only shares
-// loads and unpacking, and independent accumulator chains hide latency in decode.
+// loads and unpacking in prefill. Decode stays on DotFn: one weight stream at a time is faster
+// there (kernels/cpu/matmul.cpp).
 inline constexpr int kDotRows = 4;
 using DotRowsFn = void (*)(int64_t n, const void* w, size_t w_stride, const void* x,
                            size_t x_stride, int n_tokens, float* out, size_t out_stride);

@@ -75,7 +75,10 @@ void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::Threa
     const uint8_t* xt = xp + t0 * x_stride;
     float* yt = y + static_cast<int64_t>(t0) * w.n_rows;
     int64_t r = r0;
-    if (kernel.dot_rows && !dequantize_rows) {
+    // Decode reads each weight row once, one row after another: a single sequential stream the
+    // hardware prefetcher follows. Interleaving kDotRows rows (four streams) halved E2B Q8_0
+    // decode on an AVX-512 EPYC (bench/RESULTS.md), so the rows kernel serves prefill only.
+    if (kernel.dot_rows && !dequantize_rows && nt > 1) {
       for (; r + kDotRows <= r1; r += kDotRows) {
         kernel.dot_rows(w.n_cols, static_cast<const uint8_t*>(w.data) + r * w.row_bytes, w.row_bytes,
                         xt, x_stride, nt, yt + r, static_cast<size_t>(w.n_rows));

@@ -152,6 +152,7 @@ DotKernel scalar_kernel(DType weight) {
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
 constexpr bool kVnni = false;
+constexpr int kTileRows = 2, kTileTokens = 4;  // prefill tile (dot_q_rows)
 #include "kernels/cpu/dot_simple_x86.inc"
 }  // namespace avx2
 #pragma GCC pop_options
@@ -160,6 +161,7 @@ constexpr bool kVnni = false;
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 namespace vnni {
 constexpr bool kVnni = true;
+constexpr int kTileRows = 4, kTileTokens = 4;  // prefill tile (dot_q_rows)
 #include "kernels/cpu/dot_simple_x86.inc"
 }  // namespace vnni
 #pragma GCC pop_options

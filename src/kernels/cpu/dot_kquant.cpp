@@ -4,9 +4,9 @@
 // with vpdpwssd, same integers; dot_kquant_x86.inc). AVX-512 without VNNI has no kernels here:
 // dot_kernel() steps down to AVX2.
 //
-// Each weight super-block is unpacked once for a tile of up to 4 tokens; every token keeps its own
-// accumulators, updated in the same order whatever the tile, so its result never depends on the
-// batch.
+// Each weight super-block is read once for a tile of tokens (4 on AVX2, 8 with AVX-512's 32
+// registers), one 32-quant chunk at a time; every token keeps its own accumulators, updated in the
+// same order whatever the tile, so its result never depends on the batch.
 #include <algorithm>
 #include <cstring>
 
@@ -216,6 +216,7 @@ DotKernel scalar_kernel(DType weight) {
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
 constexpr bool kVnni = false;
+constexpr int kTokenTile = 4;  // tokens per read of a super-block: 16 registers
 #include "kernels/cpu/dot_kquant_x86.inc"
 }  // namespace avx2
 #pragma GCC pop_options
@@ -224,6 +225,7 @@ constexpr bool kVnni = false;
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
 namespace vnni {
 constexpr bool kVnni = true;
+constexpr int kTokenTile = 8;  // 32 registers
 #include "kernels/cpu/dot_kquant_x86.inc"
 }  // namespace vnni
 #pragma GCC pop_options

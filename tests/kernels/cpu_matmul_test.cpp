@@ -114,12 +114,12 @@ struct Case {
 };
 
 const std::vector<Case> kCases = {
-    {DType::kF32, {1, 7, 33, 4099}},  {DType::kF16, {1, 9, 40, 4103}},
-    {DType::kBF16, {3, 16, 4100}},    {DType::kQ8_0, {32, 96, 4128}},
-    {DType::kQ4_0, {32, 96, 4128}},   {DType::kQ5_0, {32, 96, 4128}},
-    {DType::kQ4_1, {32, 96, 4128}},   {DType::kQ5_1, {32, 96, 4128}},
-    {DType::kQ4_K, {256, 768, 4352}}, {DType::kQ5_K, {256, 768, 4352}},
-    {DType::kQ6_K, {256, 768, 4352}}, {DType::kIQ4_XS, {256, 768, 4352}},
+    {DType::kF32, {1, 7, 33, 4099}},       {DType::kF16, {1, 9, 40, 4103}},
+    {DType::kBF16, {3, 16, 4100}},         {DType::kQ8_0, {32, 64, 96, 4128}},
+    {DType::kQ4_0, {32, 64, 96, 4128}},    {DType::kQ5_0, {32, 64, 96, 4128}},
+    {DType::kQ4_1, {32, 64, 96, 4128}},    {DType::kQ5_1, {32, 64, 96, 4128}},
+    {DType::kQ4_K, {256, 512, 768, 4352}}, {DType::kQ5_K, {256, 512, 768, 4352}},
+    {DType::kQ6_K, {256, 512, 768, 4352}}, {DType::kIQ4_XS, {256, 512, 768, 4352}},
 };
 
 // Types with no dot kernel at any level: matmul dequantizes their rows and dots them in f32.
@@ -269,12 +269,13 @@ TEST_P(CpuLevel, RowsKernelGivesEachRowTheBitsOfTheRowKernel) {
         // out[t][r] with a row stride wider than kRows, as matmul writes into [T][n_rows].
         constexpr size_t kOutStride = kRows + 3;
         std::vector<float> out(kOutStride * n_tokens, NAN);
-        k.dot_rows(cols, w.bytes.data(), w.m.row_bytes, partner.data(), stride, n_tokens, out.data(),
-                   kOutStride);
+        k.dot_rows(cols, w.bytes.data(), w.m.row_bytes, partner.data(), stride, n_tokens,
+                   out.data(), kOutStride);
         for (int t = 0; t < n_tokens; ++t) {
           for (int r = 0; r < kRows; ++r) {
             float one = 0;
-            k.dot(cols, w.bytes.data() + r * w.m.row_bytes, partner.data() + t * stride, 0, 1, &one, 1);
+            k.dot(cols, w.bytes.data() + r * w.m.row_bytes, partner.data() + t * stride, 0, 1, &one,
+                  1);
             EXPECT_EQ(std::memcmp(&one, &out[t * kOutStride + r], 4), 0)
                 << tensor::dtype_name(c.type) << " cols " << cols << " tokens " << n_tokens
                 << " token " << t << " row " << r;

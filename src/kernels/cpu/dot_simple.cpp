@@ -151,48 +151,64 @@ DotKernel scalar_kernel(DType weight) {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
-constexpr bool kVnni = false;
-constexpr int kTileRows = 2, kTileTokens = 4;  // prefill tile (dot_q_rows)
 #include "kernels/cpu/dot_simple_x86.inc"
+
+DotKernel kernel(DType weight) {
+  switch (weight) {
+    case DType::kF32:
+      return {DType::kF32, to_f32, dot_float<F32>};
+    case DType::kF16:
+      return {DType::kF32, to_f32, dot_float<F16>};
+    case DType::kBF16:
+      return {DType::kF32, to_f32, dot_float<BF16>};
+    case DType::kQ8_0:
+      return {DType::kQ8_0, to_q8_0, dot_q<Q8_0>, dot_q_rows<Q8_0>};
+    case DType::kQ4_0:
+      return {DType::kQ8_0, to_q8_0, dot_q<Q4_0>, dot_q_rows<Q4_0>};
+    case DType::kQ5_0:
+      return {DType::kQ8_0, to_q8_0, dot_q<Q5_0>, dot_q_rows<Q5_0>};
+    case DType::kQ4_1:
+      return {DType::kQ8_1, to_q8_1, dot_q<Q4_1>, dot_q_rows<Q4_1>};
+    case DType::kQ5_1:
+      return {DType::kQ8_1, to_q8_1, dot_q<Q5_1>, dot_q_rows<Q5_1>};
+    default:
+      return {};
+  }
+}
 }  // namespace avx2
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
-namespace vnni {
-constexpr bool kVnni = true;
-constexpr int kTileRows = 4, kTileTokens = 4;  // prefill tile (dot_q_rows)
-#include "kernels/cpu/dot_simple_x86.inc"
-}  // namespace vnni
-#pragma GCC pop_options
+// GCC 12's 512-bit intrinsics start from _mm512_undefined_*(), which its own uninitialized-value
+// warnings then report (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace avx512 {
+#include "kernels/cpu/dot_simple_avx512.inc"
 
-// The kernels of one SIMD namespace, by weight type.
-#define HEADROOM_SIMD_KERNELS(ns)                                \
-  DotKernel ns##_kernel(DType weight) {                          \
-    switch (weight) {                                            \
-      case DType::kF32:                                          \
-        return {DType::kF32, to_f32, ns::dot_float<ns::F32>};    \
-      case DType::kF16:                                          \
-        return {DType::kF32, to_f32, ns::dot_float<ns::F16>};    \
-      case DType::kBF16:                                         \
-        return {DType::kF32, to_f32, ns::dot_float<ns::BF16>};   \
-      case DType::kQ8_0:                                         \
-        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q8_0>, ns::dot_q_rows<ns::Q8_0>}; \
-      case DType::kQ4_0:                                         \
-        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q4_0>, ns::dot_q_rows<ns::Q4_0>}; \
-      case DType::kQ5_0:                                         \
-        return {DType::kQ8_0, ns::to_q8_0, ns::dot_q<ns::Q5_0>, ns::dot_q_rows<ns::Q5_0>}; \
-      case DType::kQ4_1:                                         \
-        return {DType::kQ8_1, ns::to_q8_1, ns::dot_q<ns::Q4_1>, ns::dot_q_rows<ns::Q4_1>}; \
-      case DType::kQ5_1:                                         \
-        return {DType::kQ8_1, ns::to_q8_1, ns::dot_q<ns::Q5_1>, ns::dot_q_rows<ns::Q5_1>}; \
-      default:                                                   \
-        return {};                                               \
-    }                                                            \
+// The block types in 512-bit registers; the float types and the activation converters are the
+// AVX2 level's.
+DotKernel kernel(DType weight) {
+  switch (weight) {
+    case DType::kQ8_0:
+      return {DType::kQ8_0, avx2::to_q8_0, dot_q<Q8_0x2>, dot_q_rows<Q8_0x2>};
+    case DType::kQ4_0:
+      return {DType::kQ8_0, avx2::to_q8_0, dot_q<Q4_0x2>, dot_q_rows<Q4_0x2>};
+    case DType::kQ5_0:
+      return {DType::kQ8_0, avx2::to_q8_0, dot_q<Q5_0x2>, dot_q_rows<Q5_0x2>};
+    case DType::kQ4_1:
+      return {DType::kQ8_1, avx2::to_q8_1, dot_q<Q4_1x2>, dot_q_rows<Q4_1x2>};
+    case DType::kQ5_1:
+      return {DType::kQ8_1, avx2::to_q8_1, dot_q<Q5_1x2>, dot_q_rows<Q5_1x2>};
+    default:
+      return avx2::kernel(weight);
   }
-HEADROOM_SIMD_KERNELS(avx2)
-HEADROOM_SIMD_KERNELS(vnni)
-#undef HEADROOM_SIMD_KERNELS
+}
+}  // namespace avx512
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
 #endif
 
 }  // namespace
@@ -203,9 +219,9 @@ DotKernel dot_kernel_simple(DType weight, Isa isa) {
       return scalar_kernel(weight);
 #if defined(__x86_64__)
     case Isa::kAvx2:
-      return avx2_kernel(weight);
+      return avx2::kernel(weight);
     case Isa::kAvx512Vnni:
-      return vnni_kernel(weight);
+      return avx512::kernel(weight);
 #endif
     default:
       return {};  // AVX-512 without VNNI: the AVX2 kernels (dot_kernel() steps down)

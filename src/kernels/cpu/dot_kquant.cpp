@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
+#include "kernels/cpu/simd.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 #include "tensor/quantize.h"
@@ -215,40 +216,52 @@ DotKernel scalar_kernel(DType weight) {
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")
 namespace avx2 {
-constexpr bool kVnni = false;
-constexpr int kTokenTile = 4;  // tokens per read of a super-block: 16 registers
 #include "kernels/cpu/dot_kquant_x86.inc"
+
+DotKernel kernel(DType weight) {
+  switch (weight) {
+    case DType::kQ4_K:
+      return {DType::kQ8_K, to_q8_k, dot<Q45<false, BlockQ4_K>>};
+    case DType::kQ5_K:
+      return {DType::kQ8_K, to_q8_k, dot<Q45<true, BlockQ5_K>>};
+    case DType::kQ6_K:
+      return {DType::kQ8_K, to_q8_k, dot<Q6>};
+    case DType::kIQ4_XS:
+      return {DType::kQ8_K, to_q8_k, dot<Iq4Xs>};
+    default:
+      return {};
+  }
+}
 }  // namespace avx2
 #pragma GCC pop_options
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
-namespace vnni {
-constexpr bool kVnni = true;
-constexpr int kTokenTile = 8;  // 32 registers
-#include "kernels/cpu/dot_kquant_x86.inc"
-}  // namespace vnni
-#pragma GCC pop_options
+// GCC 12's 512-bit intrinsics start from _mm512_undefined_*(), which its own uninitialized-value
+// warnings then report (GCC bug 105593, fixed in 13).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+namespace avx512 {
+#include "kernels/cpu/dot_kquant_avx512.inc"
 
-// The kernels of one SIMD namespace, by weight type.
-#define HEADROOM_KQUANT_KERNELS(ns)                                         \
-  DotKernel ns##_kernel(DType weight) {                                     \
-    switch (weight) {                                                       \
-      case DType::kQ4_K:                                                    \
-        return {DType::kQ8_K, to_q8_k, ns::dot<ns::Q45<false, BlockQ4_K>>}; \
-      case DType::kQ5_K:                                                    \
-        return {DType::kQ8_K, to_q8_k, ns::dot<ns::Q45<true, BlockQ5_K>>};  \
-      case DType::kQ6_K:                                                    \
-        return {DType::kQ8_K, to_q8_k, ns::dot<ns::Q6>};                    \
-      case DType::kIQ4_XS:                                                  \
-        return {DType::kQ8_K, to_q8_k, ns::dot<ns::Iq4Xs>};                 \
-      default:                                                              \
-        return {};                                                          \
-    }                                                                       \
+DotKernel kernel(DType weight) {
+  switch (weight) {
+    case DType::kQ4_K:
+      return {DType::kQ8_K, to_q8_k, dot<Q45x2<false, BlockQ4_K>>};
+    case DType::kQ5_K:
+      return {DType::kQ8_K, to_q8_k, dot<Q45x2<true, BlockQ5_K>>};
+    case DType::kQ6_K:
+      return {DType::kQ8_K, to_q8_k, dot<Q6x2>};
+    case DType::kIQ4_XS:
+      return {DType::kQ8_K, to_q8_k, dot<Iq4Xsx2>};
+    default:
+      return {};
   }
-HEADROOM_KQUANT_KERNELS(avx2)
-HEADROOM_KQUANT_KERNELS(vnni)
-#undef HEADROOM_KQUANT_KERNELS
+}
+}  // namespace avx512
+#pragma GCC diagnostic pop
+#pragma GCC pop_options
 #endif
 
 }  // namespace
@@ -259,9 +272,9 @@ DotKernel dot_kernel_kquant(DType weight, Isa isa) {
       return scalar_kernel(weight);
 #if defined(__x86_64__)
     case Isa::kAvx2:
-      return avx2_kernel(weight);
+      return avx2::kernel(weight);
     case Isa::kAvx512Vnni:
-      return vnni_kernel(weight);
+      return avx512::kernel(weight);
 #endif
     default:
       return {};  // AVX-512 without VNNI: the AVX2 kernels (dot_kernel() steps down)

@@ -1,6 +1,7 @@
-// Shared pieces of the CPU kernels' AVX2 paths: the target attribute, masks for row tails, and
-// vector exp/sigmoid/tanh. Include only from kernels/cpu/*.cpp; every function here must be
-// called from a function compiled for the same target (HR_AVX2), after a run-time check.
+// Shared pieces of the CPU kernels' AVX2 and AVX-512 paths: the target attributes, masks for row
+// tails, horizontal sums and vector exp/sigmoid/tanh. Include only from kernels/cpu/*.cpp; every
+// function here must be called from a function compiled for the same target (HR_AVX2 or
+// HR_AVX512), after a run-time check.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <immintrin.h>
 #define HR_HAS_AVX2_PATH 1
 #define HR_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define HR_AVX512 __attribute__((target("avx2,fma,f16c,avx512f")))
 #else
 #define HR_HAS_AVX2_PATH 0
 #endif
@@ -29,6 +31,12 @@ HR_AVX2 inline float hsum(__m256 v) {
   s = _mm_add_ps(s, _mm_movehl_ps(s, s));
   s = _mm_add_ss(s, _mm_movehdup_ps(s));
   return _mm_cvtss_f32(s);
+}
+
+// Σ of 16 lanes: the halves added, then hsum's tree.
+HR_AVX512 inline float hsum512(__m512 v) {
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  return hsum(_mm256_add_ps(_mm512_castps512_ps256(v), hi));
 }
 
 // e^x for x in any range (clamped to ±88.376: the result saturates to 0 or ~2.4e38, never inf

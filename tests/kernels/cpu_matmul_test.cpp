@@ -289,6 +289,36 @@ TEST_P(CpuLevel, RowsKernelGivesEachRowTheBitsOfTheRowKernel) {
   }
 }
 
+// The Q8_K converter (the K-quants' partner) of every level writes the scalar's bytes: random
+// blocks, a block whose largest |x| comes first as −a and later as +a (the first sets the sign
+// of the scale), exact halves, zeros, subnormals, and inf / nan.
+TEST_P(CpuLevel, Q8KConverterWritesTheScalarBytes) {
+  constexpr int64_t kCols = 256 * 8;
+  auto x = random_floats(kCols, 33);
+  x[256 + 17] = -9.0f;  // block 1: |max| 9 first negative, then positive
+  x[256 + 200] = 9.0f;
+  for (int j = 0; j < 256; ++j) {
+    x[512 + j] = static_cast<float>(j % 255) - 127.0f + (j % 2 ? 0.5f : 0.0f);  // block 2: halves
+    x[768 + j] = 0.0f;                                                          // block 3: zero
+    x[1024 + j] = 1e-44f * static_cast<float>(j % 5);  // block 4: subnormal
+  }
+  x[1280 + 3] = INFINITY;  // block 5
+  x[1536 + 9] = NAN;       // block 6
+  const DotKernel k = kernels::cpu::dot_kernel(DType::kQ4_K, level());
+  const DotKernel scalar = kernels::cpu::dot_kernel(DType::kQ4_K, Isa::kScalar);
+  ASSERT_EQ(k.partner, DType::kQ8_K);
+  const size_t bytes = tensor::row_bytes(k.partner, kCols);
+  std::vector<uint8_t> got(bytes, 0xAA), want(bytes, 0x55);
+  k.to_partner(x.data(), got.data(), kCols);
+  scalar.to_partner(x.data(), want.data(), kCols);
+  const size_t block_bytes = sizeof(tensor::BlockQ8_K);
+  for (size_t b = 0; b < bytes / block_bytes; ++b) {
+    EXPECT_EQ(std::memcmp(got.data() + b * block_bytes, want.data() + b * block_bytes, block_bytes),
+              0)
+        << "block " << b;
+  }
+}
+
 // The activation converters of every level write the scalar converter's bytes, on random rows and
 // on the blocks where rounding is delicate: exact halves (x·id = k + 0.5 rounds away from zero),
 // values a hair below a half, an all-zero block, subnormals (1/d overflows), inf and nan.

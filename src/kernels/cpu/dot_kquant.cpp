@@ -8,6 +8,8 @@
 // registers), one 32-quant chunk at a time; every token keeps its own accumulators, updated in the
 // same order whatever the tile, so its result never depends on the batch.
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/dot.h"
@@ -248,13 +250,13 @@ namespace avx512 {
 DotKernel kernel(DType weight) {
   switch (weight) {
     case DType::kQ4_K:
-      return {DType::kQ8_K, to_q8_k, dot<Q45x2<false, BlockQ4_K>>};
+      return {DType::kQ8_K, avx512::to_q8_k, dot<Q45x2<false, BlockQ4_K>>};
     case DType::kQ5_K:
-      return {DType::kQ8_K, to_q8_k, dot<Q45x2<true, BlockQ5_K>>};
+      return {DType::kQ8_K, avx512::to_q8_k, dot<Q45x2<true, BlockQ5_K>>};
     case DType::kQ6_K:
-      return {DType::kQ8_K, to_q8_k, dot<Q6x2>};
+      return {DType::kQ8_K, avx512::to_q8_k, dot<Q6x2>};
     case DType::kIQ4_XS:
-      return {DType::kQ8_K, to_q8_k, dot<Iq4Xsx2>};
+      return {DType::kQ8_K, avx512::to_q8_k, dot<Iq4Xsx2>};
     default:
       return {};
   }

@@ -14,6 +14,7 @@
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/cpu/tiles.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 #include "tensor/quantize.h"

@@ -8,6 +8,7 @@
 
 #include "kernels/cpu/dot.h"
 #include "kernels/cpu/simd.h"
+#include "kernels/cpu/tiles.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
 #include "tensor/quantize.h"
@@ -188,10 +189,15 @@ DotKernel kernel(DType weight) {
 namespace avx512 {
 #include "kernels/cpu/dot_simple_avx512.inc"
 
-// The block types in 512-bit registers; the float types and the activation converters are the
-// AVX2 level's.
+// Every type in 512-bit registers; the activation converters are the AVX2 level's.
 DotKernel kernel(DType weight) {
   switch (weight) {
+    case DType::kF32:
+      return {DType::kF32, to_f32, dot_float<F32x16>, dot_float_rows<F32x16>};
+    case DType::kF16:
+      return {DType::kF32, to_f32, dot_float<F16x16>, dot_float_rows<F16x16>};
+    case DType::kBF16:
+      return {DType::kF32, to_f32, dot_float<BF16x16>, dot_float_rows<BF16x16>};
     case DType::kQ8_0:
       return {DType::kQ8_0, avx2::to_q8_0, dot_q<Q8_0x2>, dot_q_rows<Q8_0x2>};
     case DType::kQ4_0:
@@ -203,7 +209,7 @@ DotKernel kernel(DType weight) {
     case DType::kQ5_1:
       return {DType::kQ8_1, avx2::to_q8_1, dot_q<Q5_1x2>, dot_q_rows<Q5_1x2>};
     default:
-      return avx2::kernel(weight);
+      return {};
   }
 }
 }  // namespace avx512

@@ -1,14 +1,22 @@
-// CPU matmul throughput per weight type: a 4096 × 4096 matrix times T = 1 (decode) or T = 128
-// (prefill) activation rows, at the scalar level and the best SIMD level of this CPU, on 1 and
-// 2 threads, with the reference kernel (kernels::ref) as the baseline.
+// CPU matmul throughput per weight type.
+//
+// BM_Matmul: a 4096 × 4096 matrix times T = 1 (decode) or T = 128 (prefill) activation rows, at
+// the scalar level and the best SIMD level of this CPU, on 1 and 2 threads, with the reference
+// kernel (kernels::ref) as the baseline.
+// BM_E2bLayers: the seven matrices of a Gemma 4 E2B layer (q 2048×1536, k and v 256×1536,
+// o 1536×2048, gate and up 6144×1536, down 1536×6144). Decode (T = 1) runs through 12 copies of
+// the layer, ~240–450 MB, so the weights come from DRAM as in a real model; prefill (T = 128)
+// runs one layer. Best SIMD level, 2 threads.
 //
 //   ninja -C build matmul_bench
 //   build/bench/kernels/matmul_bench --benchmark_repetitions=3
-//   --benchmark_report_aggregates_only=true
+//   --benchmark_report_aggregates_only=true [--benchmark_filter=E2b]
 // Counters: weight GB/s (stored weight bytes read per second, 10^9) and GFLOP/s (2·rows·cols·T).
 #include <benchmark/benchmark.h>
 
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/dot.h"
@@ -96,7 +104,87 @@ void args(benchmark::internal::Benchmark* b) {
   }
 }
 
+// The E2B layer's matrices, quantized once from random normal values; `copies` copies of them.
+struct Layers {
+  std::vector<std::vector<uint8_t>> weights;
+  std::vector<kernels::Matrix> matrices;
+  size_t bytes = 0;
+  double flops_per_token = 0;
+};
+
+const Layers& e2b_layers(tensor::DType type, int copies) {
+  static std::vector<std::tuple<tensor::DType, int, Layers>> cache;
+  for (auto& [t, c, l] : cache) {
+    if (t == type && c == copies) return l;
+  }
+  constexpr std::pair<int64_t, int64_t> kShapes[] = {{2048, 1536}, {256, 1536},  {256, 1536},
+                                                     {1536, 2048}, {6144, 1536}, {6144, 1536},
+                                                     {1536, 6144}};
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<std::vector<uint8_t>> one;
+  for (auto [rows, cols] : kShapes) {
+    const size_t row_bytes = tensor::row_bytes(type, cols);
+    std::vector<uint8_t> w(row_bytes * rows);
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      for (auto& v : row) v = dist(rng);
+      (void)tensor::quantize_row(type, row.data(), w.data() + r * row_bytes, cols);
+    }
+    one.push_back(std::move(w));
+  }
+  Layers l;
+  for (int c = 0; c < copies; ++c) {
+    for (size_t i = 0; i < one.size(); ++i) l.weights.push_back(one[i]);
+  }
+  for (size_t i = 0; i < l.weights.size(); ++i) {
+    const auto [rows, cols] = kShapes[i % one.size()];
+    l.matrices.push_back({l.weights[i].data(), type, cols, rows,
+                          static_cast<size_t>(tensor::row_bytes(type, cols))});
+    l.bytes += l.weights[i].size();
+    if (i < one.size()) l.flops_per_token += 2.0 * static_cast<double>(rows * cols);
+  }
+  cache.emplace_back(type, copies, std::move(l));
+  return std::get<2>(cache.back());
+}
+
+// args: type, tokens
+void BM_E2bLayers(benchmark::State& state) {
+  const auto type = static_cast<tensor::DType>(state.range(0));
+  const int n_tokens = static_cast<int>(state.range(1));
+  const Layers& l = e2b_layers(type, n_tokens == 1 ? 12 : 1);
+  util::ThreadPool pool(2);
+  util::AlignedBuffer scratch(kernels::cpu::matmul_scratch_bytes(n_tokens, 6144, 2));
+  std::vector<float> x(static_cast<size_t>(n_tokens) * 6144), y(x.size());
+  std::mt19937 rng(5);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  for (auto& v : x) v = dist(rng);
+  for (auto _ : state) {
+    for (const auto& m : l.matrices)
+      kernels::cpu::matmul(m, x.data(), y.data(), n_tokens, pool, scratch.data());
+  }
+  const double iterations = static_cast<double>(state.iterations());
+  state.counters["weight_GB/s"] = benchmark::Counter(
+      iterations * static_cast<double>(l.bytes) / 1e9, benchmark::Counter::kIsRate);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(iterations * l.flops_per_token * n_tokens * (n_tokens == 1 ? 12 : 1) / 1e9,
+                         benchmark::Counter::kIsRate);
+  std::string label(tensor::dtype_name(type));
+  label += ' ';
+  label += kernels::cpu::isa_name(kernels::cpu::cpu_isa());
+  state.SetLabel(label);
+}
+
+void e2b_args(benchmark::internal::Benchmark* b) {
+  using tensor::DType;
+  for (DType t :
+       {DType::kF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    for (int64_t tokens : {1, 128}) b->Args({static_cast<int64_t>(t), tokens});
+  }
+}
+
 }  // namespace
 
+BENCHMARK(BM_E2bLayers)->Apply(e2b_args)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_Matmul)->Apply(args)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_MAIN();

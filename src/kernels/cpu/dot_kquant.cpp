@@ -216,16 +216,7 @@ DotKernel scalar_kernel(DType weight) {
 // --- x86 SIMD kernels ----------------------------------------------------------------------------
 
 #if defined(__x86_64__)
-// Decode reads each weight byte once, and the K-quants' arithmetic per byte is high enough that
-// the hardware prefetcher alone leaves the core waiting on memory: fetch the lines this many bytes
-// ahead of the ones in use. E2B-shaped decode on 2 threads, AVX-512 level: Q4_K 33 -> 43 GB/s,
-// Q6_K 33 -> 49 GB/s at 3 KiB (2 and 4 KiB within noise of it); AVX2 level: +13 % and +5 %.
-// Q8_0, lighter per byte, gains nothing from it.
-constexpr int kPrefetchBytes = 3072;
-inline void prefetch_ahead(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p) + kPrefetchBytes;
-  for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
-}
+using simd::prefetch_ahead;
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")

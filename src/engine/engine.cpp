@@ -15,30 +15,25 @@ namespace engine {
 
 namespace {
 
-// The engine runs a plan on one device: the CPU, or a GPU holding every layer. A plan that keeps
-// part of the model on the host beside a GPU (a what-if of the planner) is refused, not run
-// some other way.
-util::Status check_whole_gpu(const plan::Plan& p, const model::Spec& spec) {
+// What the engine runs of a plan that uses a GPU: the whole model there, or the first layers and
+// the per-layer-embedding table on the CPU (model/lanes.h). Expert weights on the host are not run
+// yet, and a what-if GPU (--assume-gpu) only when a backend for it is given (tests).
+util::Status check_gpu_plan(const plan::Plan& p, bool have_backend) {
   const plan::Device& gpu = p.compute_device();
-  if (gpu.simulated) {
+  if (gpu.simulated && !have_backend) {
     return util::errorf(
         "the plan puts the model on {}, a GPU that is not here (--assume-gpu plans a what-if) — "
         "drop --assume-gpu to run",
         gpu.name);
   }
-  const plan::Request& r = p.request;
-  std::string split;
-  if (r.n_cpu_layers > 0)
-    split = fmt::format("--cpu-layers {}", r.n_cpu_layers);
-  else if (r.experts_on_host)
-    split = "--experts-on-host";
-  else if (r.ple_on_host && spec.n_embd_per_layer > 0)
-    split = "--ple-on-host";
-  if (split.empty()) return {};
-  return util::errorf(
-      "the plan splits the model between the CPU and {} ({}), and runs split that way are not "
-      "implemented yet — drop {} to run it all on the GPU, or add --backend cpu",
-      gpu.name, split, split);
+  if (p.request.experts_on_host) {
+    return util::errorf(
+        "the plan keeps the MoE experts on the CPU beside {} (--experts-on-host), and runs split "
+        "that way are not implemented yet — drop --experts-on-host, or use --cpu-layers, or add "
+        "--backend cpu",
+        gpu.name);
+  }
+  return {};
 }
 
 }  // namespace
@@ -62,15 +57,19 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   r.v_type = options.v_type;
   r.n_threads = options.n_threads;
   r.reference_kernels = options.reference_kernels;
+  r.n_cpu_layers = options.cpu_layers;
+  r.ple_on_host = options.ple_on_host;
   HR_ASSIGN_OR_RETURN(plan::Plan p, plan::plan_with_fit({*file, spec, devices}, r, options.fit));
   if (!p.fits) return util::Error(p.refusal());
-  HR_ASSIGN_OR_RETURN(auto engine, create(std::move(file), std::move(spec), std::move(p)));
+  HR_ASSIGN_OR_RETURN(auto engine,
+                      create(std::move(file), std::move(spec), std::move(p), options.gpu_backend));
   engine->rss_before_load_ = rss_before;
   return engine;
 }
 
-util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File> file, model::Spec spec,
-                                                     plan::Plan plan) {
+util::Result<std::unique_ptr<Engine>> Engine::create(
+    std::shared_ptr<gguf::File> file, model::Spec spec, plan::Plan plan,
+    const std::function<util::Result<std::unique_ptr<kernels::Backend>>(int)>& gpu_backend) {
   std::unique_ptr<Engine> e(new Engine());
   e->rss_before_load_ = util::process_rss();
   e->file_ = std::move(file);
@@ -79,17 +78,33 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   const plan::Request& r = e->plan_.request;
   e->pool_ = std::make_unique<util::ThreadPool>(r.n_threads > 0 ? r.n_threads : plan::physical_cores());
   const bool on_gpu = e->plan_.uses_gpu();
+  auto cpu_backend = [&] {
+    return std::make_unique<kernels::cpu::CpuBackend>(*e->pool_, e->n_ubatch(),
+                                                      model::max_matmul_cols(e->spec_));
+  };
+  model::LoadOptions load{.max_batch = e->n_ubatch()};
+  int first_gpu_layer = 0;
   if (on_gpu) {
-    HR_TRY(check_whole_gpu(e->plan_, e->spec_));
-    HR_ASSIGN_OR_RETURN(e->backend_, make_gpu_backend(e->plan_.compute_device().gpu_index));
+    HR_TRY(check_gpu_plan(e->plan_, static_cast<bool>(gpu_backend)));
+    const int index = e->plan_.compute_device().gpu_index;
+    HR_ASSIGN_OR_RETURN(e->backend_, gpu_backend ? gpu_backend(index) : make_gpu_backend(index));
+    const bool ple_on_host = r.ple_on_host && e->spec_.n_embd_per_layer > 0;
+    if (r.n_cpu_layers > 0 || ple_on_host) {
+      e->host_backend_ = cpu_backend();
+      load.host = e->host_backend_.get();
+      load.n_host_layers = r.n_cpu_layers;
+      load.ple_on_host = ple_on_host;
+      first_gpu_layer = r.n_cpu_layers;
+    }
   } else if (r.reference_kernels) {
     e->backend_ = std::make_unique<kernels::ref::RefBackend>();
   } else {
-    e->backend_ = std::make_unique<kernels::cpu::CpuBackend>(*e->pool_, e->n_ubatch(), model::max_matmul_cols(e->spec_));
+    e->backend_ = cpu_backend();
   }
-  HR_ASSIGN_OR_RETURN(e->model_, model::load_model(*e->file_, e->spec_, *e->backend_, {.max_batch = e->n_ubatch()}));
-  HR_ASSIGN_OR_RETURN(e->cache_, kv::Cache::create(model::kv_layers(e->spec_), e->plan_.kv_config,
-                                                   on_gpu ? e->backend_.get() : nullptr));
+  HR_ASSIGN_OR_RETURN(e->model_, model::load_model(*e->file_, e->spec_, *e->backend_, load));
+  HR_ASSIGN_OR_RETURN(e->cache_,
+                      kv::Cache::create(model::kv_layers(e->spec_), e->plan_.kv_config,
+                                        on_gpu ? e->backend_.get() : nullptr, first_gpu_layer));
   return e;
 }
 
@@ -125,25 +140,24 @@ util::Status Engine::eval(int slot, std::span<const int32_t> ids, int n_past, bo
 
 Verification Engine::verify() const {
   Verification v;
-  // Weights: on the CPU bound straight into the file mapping (resident = the mapped pages of used
-  // tensors); on a GPU copied into its memory.
+  // Weights: on a GPU copied into its memory; on the CPU bound straight into the file mapping
+  // (resident = the mapped pages of used tensors). A split plan has both.
   MemoryCheck weights{.name = "weights", .planned = plan_.bytes_of(plan::ItemKind::kWeights)};
-  if (model_->placed_weight_bytes() > 0) {
-    weights.allocated = weights.resident = model_->placed_weight_bytes();
-  } else {
-    const plan::Inventory inv = plan::inventory(*file_, spec_);
-    for (const auto& w : inv.weights) {
-      if (!w.used) continue;
-      const auto* t = file_->find_tensor(w.name);
-      weights.allocated += t->n_bytes;
-      weights.resident += util::resident_bytes(t->data.data(), t->data.size());
-    }
+  weights.allocated = weights.resident = model_->placed_weight_bytes();
+  const plan::Inventory inv = plan::inventory(*file_, spec_);
+  for (const auto& w : inv.weights) {
+    if (!w.used || plan::weight_device(w, plan_.request, plan_.uses_gpu()) != 0) continue;
+    const auto* t = file_->find_tensor(w.name);
+    weights.allocated += t->n_bytes;
+    weights.resident += util::resident_bytes(t->data.data(), t->data.size());
   }
   MemoryCheck kv{.name = "kv cache", .planned = plan_.bytes_of(plan::ItemKind::kKvCache),
                  .allocated = cache_.bytes_allocated(), .resident = cache_.bytes_resident()};
-  MemoryCheck act{.name = "activations", .planned = plan_.bytes_of(plan::ItemKind::kActivations),
-                  .allocated = model_->workspace_bytes() + backend_->scratch_bytes(),
-                  .resident = model_->workspace_bytes() + backend_->scratch_bytes()};
+  MemoryCheck act{.name = "activations",
+                  .planned = plan_.bytes_of(plan::ItemKind::kActivations),
+                  .allocated = model_->workspace_bytes() + backend_->scratch_bytes() +
+                               (host_backend_ ? host_backend_->scratch_bytes() : 0)};
+  act.resident = act.allocated;
   v.classes = {weights, kv, act};
   for (const auto& c : v.classes) {
     v.planned_total += c.planned;

@@ -2,6 +2,7 @@
 // to evaluate tokens; it can prove its allocations against the plan (verify()).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -28,7 +29,12 @@ struct EngineOptions {
   bool fit = false;     // apply the fastest alternative when the request does not fit
   int n_threads = 0;    // CPU threads (0 = physical cores)
   bool reference_kernels = false;  // run the scalar reference backend (a baseline for benchmarks)
+  int cpu_layers = 0;              // with a GPU: the first N layers run on the CPU
+  bool ple_on_host = false;        // with a GPU: the per-layer-embedding table stays on the host
   plan::DeviceOptions devices{.probe = false};
+  // The backend of GPU `index` (null: this build's, engine/gpu.h). Tests supply an emulated one,
+  // which also runs plans for an --assume-gpu what-if.
+  std::function<util::Result<std::unique_ptr<kernels::Backend>>(int index)> gpu_backend;
 };
 
 // Plan vs. reality for one class of memory.
@@ -56,8 +62,9 @@ class Engine {
   // Opens the model, plans the request, refuses (with the plan's alternatives) if it does not
   // fit, and allocates exactly the plan.
   static util::Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
-  static util::Result<std::unique_ptr<Engine>> create(std::shared_ptr<gguf::File> file, model::Spec spec,
-                                                      plan::Plan plan);
+  static util::Result<std::unique_ptr<Engine>> create(
+      std::shared_ptr<gguf::File> file, model::Spec spec, plan::Plan plan,
+      const std::function<util::Result<std::unique_ptr<kernels::Backend>>(int)>& gpu_backend = {});
 
   const model::Spec& spec() const { return spec_; }
   const gguf::File& file() const { return *file_; }
@@ -67,8 +74,7 @@ class Engine {
   int n_ctx() const { return cache_.config().n_ctx; }
   int n_ubatch() const { return plan_.request.n_ubatch; }
   int n_slots() const { return cache_.config().n_slots; }
-  // The kernels in use ("cpu", "ref" or "cuda") and the CPU thread count.
-  std::string_view backend_name() const { return backend_->name(); }
+  // The CPU thread count.
   int n_threads() const { return pool_->size(); }
 
   // Evaluates `ids` for `slot` at positions n_past.. in micro-batches (or one token at a time
@@ -86,7 +92,8 @@ class Engine {
   model::Spec spec_;
   plan::Plan plan_;
   std::unique_ptr<util::ThreadPool> pool_;
-  std::unique_ptr<kernels::Backend> backend_;
+  std::unique_ptr<kernels::Backend> backend_;  // computes the layers (a GPU's, when placed there)
+  std::unique_ptr<kernels::Backend> host_backend_;  // split runs: the CPU's, for the host's layers
   std::unique_ptr<model::Model> model_;
   kv::Cache cache_;
   uint64_t rss_before_load_ = 0;

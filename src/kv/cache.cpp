@@ -84,12 +84,23 @@ size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const Cach
 }
 
 util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const CacheConfig& config,
-                                  kernels::Backend* device) {
+                                  kernels::Backend* device, int first_device_layer) {
   Cache c;
   c.device_ = device;
+  c.first_device_layer_ = first_device_layer;
   HR_ASSIGN_OR_RETURN(c.groups_, plan_groups(layers, config));
   c.layers_ = std::move(layers);
   c.config_ = config;
+  for (const auto& l : c.layers_) {
+    if (l.owns() || l.source < 0 || l.source >= static_cast<int>(c.layers_.size())) continue;
+    if ((l.il >= first_device_layer) != (l.source >= first_device_layer) && device != nullptr) {
+      return util::errorf(
+          "KV cache: layer {} reads layer {}'s cache, and the split at layer {} puts one on the "
+          "host and the other on {} — split before layer {} or after layer {}",
+          l.il, l.source, first_device_layer, device->name(), std::min(l.il, l.source),
+          std::max(l.il, l.source));
+    }
+  }
   c.stores_.resize(c.layers_.size());
   for (const auto& l : c.layers_) {
     if (!l.owns()) continue;
@@ -98,7 +109,7 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
     s.k_row = row_bytes(config.k_type, l.kv_dim());
     s.v_row = row_bytes(config.v_type, l.kv_dim());
     const size_t cells = static_cast<size_t>(c.groups_[s.group].n_blocks) * config.block_cells;
-    if (device != nullptr) {
+    if (c.on_device(l.il)) {
       auto k = kernels::Buffer::make(*device, cells * s.k_row);
       auto v = kernels::Buffer::make(*device, cells * s.v_row);
       if (!k || !v) {
@@ -168,7 +179,7 @@ util::Status Cache::allocate_device_views() {
     }
   }
   for (const auto& l : layers_) {
-    if (!l.owns()) continue;
+    if (!l.owns() || !on_device(l.il)) continue;
     const size_t blocks = static_cast<size_t>(groups_[stores_[l.il].group].blocks_per_sequence);
     for (SlotView& v : views_[l.il]) {
       HR_ASSIGN_OR_RETURN(v.device_k_blocks, make(blocks * sizeof(const uint8_t*)));
@@ -191,7 +202,7 @@ util::Status Cache::sync() {
     }
     if (tables_changed_[slot]) {
       for (const auto& l : layers_) {
-        if (!l.owns()) continue;
+        if (!l.owns() || !on_device(l.il)) continue;
         SlotView& v = views_[l.il][slot];
         HR_TRY(device_->upload(v.device_k_blocks.get(), v.k_blocks.data(),
                                v.k_blocks.size() * sizeof(const uint8_t*)));
@@ -285,7 +296,7 @@ kernels::KvWrite Cache::destination(int il, int slot, int32_t pos) {
 
 const kernels::KvSpan* Cache::span(int il, int slot) const {
   const SlotView& v = views_[layers_[il].source][slot];
-  return device_ != nullptr ? v.device_span.get<const kernels::KvSpan>() : &v.span;
+  return on_device(il) ? v.device_span.get<const kernels::KvSpan>() : &v.span;
 }
 
 size_t Cache::bytes_allocated() const {

@@ -48,9 +48,11 @@ size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const Cach
 class Cache {
  public:
   // `device`: a backend whose own memory (a GPU's) holds the K/V rows and the views attention
-  // reads; null keeps everything in host memory.
+  // reads of layers first_device_layer and later; the earlier layers, and every layer when
+  // `device` is null, stay in host memory. A layer that reads another's cache (KV sharing) must
+  // be on the same side of that boundary as its source.
   static util::Result<Cache> create(std::vector<LayerGeometry> layers, const CacheConfig& config,
-                                    kernels::Backend* device = nullptr);
+                                    kernels::Backend* device = nullptr, int first_device_layer = 0);
 
   // Makes room for positions [0, n_positions) of `slot`. Returns false and changes nothing when
   // the pool is short of blocks; the caller waits or refuses. It never grows the pool.
@@ -62,12 +64,16 @@ class Cache {
   // Where layer il's new K/V rows for (slot, pos) go; il must own its cache.
   kernels::KvWrite destination(int il, int slot, int32_t pos);
   // What attention in layer il reads for `slot`: its own cache or its source layer's (in the
-  // device's memory for a device cache, current as of the last sync()).
+  // device's memory for a layer on the device, current as of the last sync()).
   const kernels::KvSpan* span(int il, int slot) const;
-  // Device caches: uploads the views changed since the last call (block tables after reserve or
-  // release, cell positions after set_position). Call it before the ops read span(). Host caches:
-  // nothing to do.
+  // Uploads the device layers' views changed since the last call (block tables after reserve or
+  // release, cell positions after set_position). Call it before the ops read span(). Without
+  // device layers: nothing to do.
   util::Status sync();
+  // Whether layer il's rows (or its source's) are in the device's memory.
+  bool on_device(int il) const {
+    return device_ != nullptr && layers_[il].source >= first_device_layer_;
+  }
 
   const CacheConfig& config() const { return config_; }
   const std::vector<GroupGeometry>& groups() const { return groups_; }
@@ -107,6 +113,7 @@ class Cache {
   std::vector<std::vector<SlotView>> views_;        // [layer][slot]
   std::vector<int> reserved_;                       // per slot
   kernels::Backend* device_ = nullptr;              // null: a host cache
+  int first_device_layer_ = 0;                      // layers from here on use device_
   std::vector<std::vector<kernels::Buffer>> device_cell_pos_;  // [group][slot], at their longest
   std::vector<char> tables_changed_, cells_changed_;           // per slot, since the last sync()
 };

@@ -2,11 +2,11 @@
 // per-layer embeddings, GeGLU FFN with optional MoE, layer scalars and a final logit softcap.
 #include "model/gemma4.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "model/lanes.h"
 #include "model/llama.h"
-#include "model/scratch.h"
-#include "model/stage.h"
 
 namespace model {
 namespace {
@@ -110,24 +110,27 @@ struct Scratch {
 
 class Gemma4 final : public Model {
  public:
-  Gemma4(Spec spec, kernels::Backend& ops, int max_batch) : spec_(std::move(spec)), ops_(ops), max_batch_(max_batch) {}
+  Gemma4(Spec spec, int max_batch) : spec_(std::move(spec)), max_batch_(max_batch) {}
 
-  util::Status bind(const gguf::File& file, TensorPlacer* placer);
+  util::Status bind(const gguf::File& file, kernels::Backend& ops, const LoadOptions& options);
   const Spec& spec() const override { return spec_; }
   int max_batch() const override { return max_batch_; }
-  size_t workspace_bytes() const override { return buffer_.size(); }
-  size_t placed_weight_bytes() const override { return stage_.placed_bytes(); }
+  size_t workspace_bytes() const override { return lanes_.workspace_bytes(); }
+  size_t placed_weight_bytes() const override { return lanes_.placed_bytes(); }
   util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) override;
 
  private:
+  using L = Lane<Scratch>;
   void per_layer_inputs(const Batch& batch);
-  void attention(const LayerSpec& l, const LayerWeights& w, const Batch& batch, kv::Cache& cache);
-  void ffn_dense(const LayerSpec& l, const LayerWeights& w, int T);
-  void ffn_moe(const LayerSpec& l, const MoeWeights& w, int T);
-  void inject_ple(const LayerWeights& w, int il, int T);
+  void attention(L& lane, const LayerSpec& l, const LayerWeights& w, const Batch& batch,
+                 kv::Cache& cache);
+  void ffn_dense(L& lane, const LayerSpec& l, const LayerWeights& w, int T);
+  void ffn_moe(L& lane, const LayerSpec& l, const MoeWeights& w, int T);
+  void inject_ple(L& lane, const LayerWeights& w, int il, int T);
+  // Hands the residual stream (and the per-layer inputs) from one lane to the next.
+  void cross(L& from, L& to, int T);
 
   Spec spec_;
-  kernels::Backend& ops_;
   int max_batch_;
   kernels::Matrix token_embd_, output_;
   const float* output_norm_ = nullptr;
@@ -135,15 +138,14 @@ class Gemma4 final : public Model {
   kernels::Matrix ple_model_proj_;  // [L·P] × [H]  per_layer_model_proj
   const float* ple_proj_norm_ = nullptr;  // [P]
   std::vector<LayerWeights> layers_;
-  Stage stage_;
-  Workspace buffer_;
-  Scratch s_{};
+  Lanes<Scratch> lanes_;
+  std::vector<char> moe_started_;  // per token of a pass: has its expert sum begun (ffn_moe)
 };
 
-util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* given_placer) {
-  HR_TRY(stage_.init(ops_, spec_, max_batch_));
-  HR_ASSIGN_OR_RETURN(TensorPlacer * placer, stage_.placer(given_placer));
-  Binder b(file, placer);
+util::Status Gemma4::bind(const gguf::File& file, kernels::Backend& ops,
+                          const LoadOptions& options) {
+  HR_TRY(lanes_.init(file, ops, spec_, options));
+  Binder& b = *lanes_.main().binder;
   const int64_t H = spec_.n_embd, V = spec_.n_vocab, P = spec_.n_embd_per_layer, L = spec_.n_layer;
   HR_ASSIGN_OR_RETURN(token_embd_, b.matrix("token_embd.weight", H, V));
   HR_ASSIGN_OR_RETURN(output_norm_, b.vector("output_norm.weight", H));
@@ -152,152 +154,170 @@ util::Status Gemma4::bind(const gguf::File& file, TensorPlacer* given_placer) {
     HR_ASSIGN_OR_RETURN(output_, std::move(*out));
   }
   if (P > 0) {
-    HR_ASSIGN_OR_RETURN(ple_table_, b.matrix("per_layer_token_embd.weight", L * P, V));
+    HR_ASSIGN_OR_RETURN(
+        ple_table_, lanes_.of_ple_table().binder->matrix("per_layer_token_embd.weight", L * P, V));
     HR_ASSIGN_OR_RETURN(ple_model_proj_, b.matrix("per_layer_model_proj.weight", H, L * P));
     HR_ASSIGN_OR_RETURN(ple_proj_norm_, b.vector("per_layer_proj_norm.weight", P));
   }
   for (const auto& l : spec_.layers) {
+    Binder& lb = *lanes_.of_layer(l.il).binder;
     auto name = [&](std::string_view s) { return Binder::layer_name(l.il, s); };
     LayerWeights w{};
-    HR_ASSIGN_OR_RETURN(w.attn_norm, b.vector(name("attn_norm.weight"), H));
-    HR_ASSIGN_OR_RETURN(w.wq, b.matrix(name("attn_q.weight"), H, l.q_dim()));
-    HR_ASSIGN_OR_RETURN(w.q_norm, b.vector(name("attn_q_norm.weight"), l.head_dim));
+    HR_ASSIGN_OR_RETURN(w.attn_norm, lb.vector(name("attn_norm.weight"), H));
+    HR_ASSIGN_OR_RETURN(w.wq, lb.matrix(name("attn_q.weight"), H, l.q_dim()));
+    HR_ASSIGN_OR_RETURN(w.q_norm, lb.vector(name("attn_q_norm.weight"), l.head_dim));
     // KV-shared layers never use attn_k/attn_v/attn_k_norm, whether or not the file has them (§3.3a).
     if (l.owns_kv()) {
-      HR_ASSIGN_OR_RETURN(w.wk, b.matrix(name("attn_k.weight"), H, l.kv_dim()));
+      HR_ASSIGN_OR_RETURN(w.wk, lb.matrix(name("attn_k.weight"), H, l.kv_dim()));
       if (l.has_v_proj) {
-        HR_ASSIGN_OR_RETURN(w.wv, b.matrix(name("attn_v.weight"), H, l.kv_dim()));
+        HR_ASSIGN_OR_RETURN(w.wv, lb.matrix(name("attn_v.weight"), H, l.kv_dim()));
       }
-      HR_ASSIGN_OR_RETURN(w.k_norm, b.vector(name("attn_k_norm.weight"), l.head_dim));
+      HR_ASSIGN_OR_RETURN(w.k_norm, lb.vector(name("attn_k_norm.weight"), l.head_dim));
     }
-    HR_ASSIGN_OR_RETURN(w.wo, b.matrix(name("attn_output.weight"), l.q_dim(), H));
-    HR_ASSIGN_OR_RETURN(w.post_attn_norm, b.vector(name("post_attention_norm.weight"), H));
-    HR_ASSIGN_OR_RETURN(w.ffn_norm, b.vector(name("ffn_norm.weight"), H));
-    HR_ASSIGN_OR_RETURN(w.w_gate, b.matrix(name("ffn_gate.weight"), H, l.n_ff));
-    HR_ASSIGN_OR_RETURN(w.w_up, b.matrix(name("ffn_up.weight"), H, l.n_ff));
-    HR_ASSIGN_OR_RETURN(w.w_down, b.matrix(name("ffn_down.weight"), l.n_ff, H));
-    HR_ASSIGN_OR_RETURN(w.post_ffw_norm, b.vector(name("post_ffw_norm.weight"), H));
-    if (auto scale = b.optional_scalar(name("layer_output_scale.weight"))) {
+    HR_ASSIGN_OR_RETURN(w.wo, lb.matrix(name("attn_output.weight"), l.q_dim(), H));
+    HR_ASSIGN_OR_RETURN(w.post_attn_norm, lb.vector(name("post_attention_norm.weight"), H));
+    HR_ASSIGN_OR_RETURN(w.ffn_norm, lb.vector(name("ffn_norm.weight"), H));
+    HR_ASSIGN_OR_RETURN(w.w_gate, lb.matrix(name("ffn_gate.weight"), H, l.n_ff));
+    HR_ASSIGN_OR_RETURN(w.w_up, lb.matrix(name("ffn_up.weight"), H, l.n_ff));
+    HR_ASSIGN_OR_RETURN(w.w_down, lb.matrix(name("ffn_down.weight"), l.n_ff, H));
+    HR_ASSIGN_OR_RETURN(w.post_ffw_norm, lb.vector(name("post_ffw_norm.weight"), H));
+    if (auto scale = lb.optional_scalar(name("layer_output_scale.weight"))) {
       // Read once on the host: it multiplies the whole residual stream.
       HR_ASSIGN_OR_RETURN(w.output_scale, std::move(*scale));
     }
     if (P > 0) {
-      HR_ASSIGN_OR_RETURN(w.ple_gate, b.matrix(name("inp_gate.weight"), H, P));
-      HR_ASSIGN_OR_RETURN(w.ple_proj, b.matrix(name("proj.weight"), P, H));
-      HR_ASSIGN_OR_RETURN(w.ple_post_norm, b.vector(name("post_norm.weight"), H));
+      HR_ASSIGN_OR_RETURN(w.ple_gate, lb.matrix(name("inp_gate.weight"), H, P));
+      HR_ASSIGN_OR_RETURN(w.ple_proj, lb.matrix(name("proj.weight"), P, H));
+      HR_ASSIGN_OR_RETURN(w.ple_post_norm, lb.vector(name("post_norm.weight"), H));
     }
     if (l.is_moe()) {
       MoeWeights& m = w.moe;
       const int64_t E = l.n_expert, F = l.n_ff_exp;
-      HR_ASSIGN_OR_RETURN(m.router, b.matrix(name("ffn_gate_inp.weight"), H, E));
-      HR_ASSIGN_OR_RETURN(m.router_scale, b.vector(name("ffn_gate_inp.scale"), H));
-      HR_ASSIGN_OR_RETURN(m.pre_norm_2, b.vector(name("pre_ffw_norm_2.weight"), H));
-      HR_ASSIGN_OR_RETURN(m.post_norm_1, b.vector(name("post_ffw_norm_1.weight"), H));
-      HR_ASSIGN_OR_RETURN(m.post_norm_2, b.vector(name("post_ffw_norm_2.weight"), H));
-      m.fused = b.has(name("ffn_gate_up_exps.weight"));
+      HR_ASSIGN_OR_RETURN(m.router, lb.matrix(name("ffn_gate_inp.weight"), H, E));
+      HR_ASSIGN_OR_RETURN(m.router_scale, lb.vector(name("ffn_gate_inp.scale"), H));
+      HR_ASSIGN_OR_RETURN(m.pre_norm_2, lb.vector(name("pre_ffw_norm_2.weight"), H));
+      HR_ASSIGN_OR_RETURN(m.post_norm_1, lb.vector(name("post_ffw_norm_1.weight"), H));
+      HR_ASSIGN_OR_RETURN(m.post_norm_2, lb.vector(name("post_ffw_norm_2.weight"), H));
+      m.fused = lb.has(name("ffn_gate_up_exps.weight"));
       if (m.fused) {
-        HR_ASSIGN_OR_RETURN(m.gate_up, b.matrix(name("ffn_gate_up_exps.weight"), H, 2 * F, E));
+        HR_ASSIGN_OR_RETURN(m.gate_up, lb.matrix(name("ffn_gate_up_exps.weight"), H, 2 * F, E));
       } else {
-        HR_ASSIGN_OR_RETURN(m.gate, b.matrix(name("ffn_gate_exps.weight"), H, F, E));
-        HR_ASSIGN_OR_RETURN(m.up, b.matrix(name("ffn_up_exps.weight"), H, F, E));
+        HR_ASSIGN_OR_RETURN(m.gate, lb.matrix(name("ffn_gate_exps.weight"), H, F, E));
+        HR_ASSIGN_OR_RETURN(m.up, lb.matrix(name("ffn_up_exps.weight"), H, F, E));
       }
-      HR_ASSIGN_OR_RETURN(m.down, b.matrix(name("ffn_down_exps.weight"), F, H, E));
+      HR_ASSIGN_OR_RETURN(m.down, lb.matrix(name("ffn_down_exps.weight"), F, H, E));
       m.expert_scale = nullptr;  // absent: every expert scale is 1 (§3.3b)
-      if (auto scale = b.optional_vector(name("ffn_down_exps.scale"), E)) {
+      if (auto scale = lb.optional_vector(name("ffn_down_exps.scale"), E)) {
         HR_ASSIGN_OR_RETURN(m.expert_scale, std::move(*scale));
       }
     }
     layers_.push_back(w);
   }
-  ScratchCarver counter(nullptr);
-  Scratch::lay_out(counter, spec_, max_batch_);
-  HR_ASSIGN_OR_RETURN(uint8_t * base, buffer_.allocate(ops_, counter.bytes()));
-  ScratchCarver carver(base);
-  s_ = Scratch::lay_out(carver, spec_, max_batch_);
-  return {};
+  moe_started_.resize(max_batch_);
+  return lanes_.allocate_scratch(spec_, max_batch_);
 }
 
 // §2.2: p_l = (RMSNorm(per_layer_model_proj·x0 / √H; proj_norm) + per_layer_token_embd[t]·√P) / √2
+// The table lookup runs where the table is (the host lane with ple_on_host); the rest on main.
 void Gemma4::per_layer_inputs(const Batch& batch) {
   const int T = batch.size();
   const int64_t H = spec_.n_embd, P = spec_.n_embd_per_layer, LP = P * spec_.n_layer;
-  ops_.get_rows(ple_table_, stage_.tokens(), T, std::sqrt(static_cast<float>(P)), s_.ple_tmp);
-  ops_.matmul(ple_model_proj_, s_.x, s_.ple, T);  // uses the already √H-scaled embedding x0
-  ops_.scale(s_.ple, 1.0f / std::sqrt(static_cast<float>(H)), T * LP);
-  ops_.rmsnorm(s_.ple, ple_proj_norm_, s_.ple, P, T * spec_.n_layer, spec_.rms_eps);
-  ops_.add(s_.ple, s_.ple_tmp, T * LP);
-  ops_.scale(s_.ple, 1.0f / std::sqrt(2.0f), T * LP);
+  L& m = lanes_.main();
+  L& t = lanes_.of_ple_table();
+  t.ops->get_rows(ple_table_, t.stage.tokens(), T, std::sqrt(static_cast<float>(P)), t.s.ple_tmp);
+  lanes_.cross(t, m, m.s.ple_tmp, t.s.ple_tmp, T * LP * sizeof(float));
+  kernels::Backend& ops = *m.ops;
+  ops.matmul(ple_model_proj_, m.s.x, m.s.ple, T);  // uses the already √H-scaled embedding x0
+  ops.scale(m.s.ple, 1.0f / std::sqrt(static_cast<float>(H)), T * LP);
+  ops.rmsnorm(m.s.ple, ple_proj_norm_, m.s.ple, P, T * spec_.n_layer, spec_.rms_eps);
+  ops.add(m.s.ple, m.s.ple_tmp, T * LP);
+  ops.scale(m.s.ple, 1.0f / std::sqrt(2.0f), T * LP);
 }
 
 // §2.3 steps 1–6: x += RMSNorm(W_o · attention(q, cached k, v); post_attention_norm).
-void Gemma4::attention(const LayerSpec& l, const LayerWeights& w, const Batch& batch, kv::Cache& cache) {
+void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const Batch& batch,
+                       kv::Cache& cache) {
+  kernels::Backend& ops = *lane.ops;
+  Stage& stage = lane.stage;
+  Scratch& s = lane.s;
   const int T = batch.size();
   const int64_t H = spec_.n_embd;
-  const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage_.inv_freq(l.il)};
-  ops_.rmsnorm(s_.x, w.attn_norm, s_.xb, H, T, spec_.rms_eps);
-  ops_.matmul(w.wq, s_.xb, s_.q, T);
-  ops_.rmsnorm(s_.q, w.q_norm, s_.q, l.head_dim, static_cast<int64_t>(T) * l.n_head, spec_.rms_eps);
-  ops_.rope(s_.q, T, l.n_head, l.head_dim, stage_.pos(), rope);
+  const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage.inv_freq(l.il)};
+  ops.rmsnorm(s.x, w.attn_norm, s.xb, H, T, spec_.rms_eps);
+  ops.matmul(w.wq, s.xb, s.q, T);
+  ops.rmsnorm(s.q, w.q_norm, s.q, l.head_dim, static_cast<int64_t>(T) * l.n_head, spec_.rms_eps);
+  ops.rope(s.q, T, l.n_head, l.head_dim, stage.pos(), rope);
   if (l.owns_kv()) {
-    ops_.matmul(w.wk, s_.xb, s_.k, T);
+    ops.matmul(w.wk, s.xb, s.k, T);
     // Without attn_v, V is the raw K projection, taken before K's norm and RoPE (§2.7).
-    if (l.has_v_proj) ops_.matmul(w.wv, s_.xb, s_.v, T);
-    else ops_.copy(s_.v, s_.k, static_cast<int64_t>(T) * l.kv_dim());
-    ops_.rmsnorm(s_.k, w.k_norm, s_.k, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv, spec_.rms_eps);
-    ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, stage_.pos(), rope);
-    ops_.rmsnorm(s_.v, nullptr, s_.v, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv, spec_.rms_eps);
-    kernels::KvWrite* dst = stage_.host_kv_dst(s_.kv_dst, l.il);
+    if (l.has_v_proj)
+      ops.matmul(w.wv, s.xb, s.v, T);
+    else
+      ops.copy(s.v, s.k, static_cast<int64_t>(T) * l.kv_dim());
+    ops.rmsnorm(s.k, w.k_norm, s.k, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv,
+                spec_.rms_eps);
+    ops.rope(s.k, T, l.n_head_kv, l.head_dim, stage.pos(), rope);
+    ops.rmsnorm(s.v, nullptr, s.v, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv,
+                spec_.rms_eps);
+    kernels::KvWrite* dst = stage.host_kv_dst(s.kv_dst, l.il);
     for (int t = 0; t < T; ++t) dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
-    stage_.put(s_.kv_dst, dst, T);
-    ops_.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s_.k, s_.v, s_.kv_dst, T);
+    stage.put(s.kv_dst, dst, T);
+    ops.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s.k, s.v, s.kv_dst, T);
   }
   // A shared layer reads its source layer's cache with its own window rule (§2.6).
-  const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span, l.il);
+  const kernels::KvSpan** spans = stage.host_kv_span(s.kv_span, l.il);
   for (int t = 0; t < T; ++t) spans[t] = cache.span(l.il, batch.slot[t]);
-  stage_.put(s_.kv_span, spans, T);
-  ops_.attention({.n_tokens = T,
-                  .n_head = l.n_head,
-                  .head_dim = l.head_dim,
-                  .q = s_.q,
-                  .out = s_.att,
-                  .pos = stage_.pos(),
-                  .kv = s_.kv_span,
-                  .window = l.window,
-                  .scale = spec_.attention_scale});
-  ops_.matmul(w.wo, s_.att, s_.xb2, T);
-  ops_.rmsnorm(s_.xb2, w.post_attn_norm, s_.xb2, H, T, spec_.rms_eps);
-  ops_.add(s_.x, s_.xb2, T * H);
+  stage.put(s.kv_span, spans, T);
+  ops.attention({.n_tokens = T,
+                 .n_head = l.n_head,
+                 .head_dim = l.head_dim,
+                 .q = s.q,
+                 .out = s.att,
+                 .pos = stage.pos(),
+                 .kv = s.kv_span,
+                 .window = l.window,
+                 .scale = spec_.attention_scale});
+  ops.matmul(w.wo, s.att, s.xb2, T);
+  ops.rmsnorm(s.xb2, w.post_attn_norm, s.xb2, H, T, spec_.rms_eps);
+  ops.add(s.x, s.xb2, T * H);
 }
 
 // §2.3 step 7, dense MLP: xb2 = W_down · (gelu(W_gate · f) ⊙ (W_up · f)), f = RMSNorm(h_mid; ffn_norm).
-void Gemma4::ffn_dense(const LayerSpec& l, const LayerWeights& w, int T) {
-  ops_.rmsnorm(s_.x, w.ffn_norm, s_.xb, spec_.n_embd, T, spec_.rms_eps);
-  ops_.matmul(w.w_gate, s_.xb, s_.hb, T);
-  ops_.matmul(w.w_up, s_.xb, s_.hb2, T);
-  ops_.gelu_mul(s_.hb, s_.hb2, s_.hb, l.n_ff, T, l.n_ff);
-  ops_.matmul(w.w_down, s_.hb, s_.xb2, T);
+void Gemma4::ffn_dense(L& lane, const LayerSpec& l, const LayerWeights& w, int T) {
+  kernels::Backend& ops = *lane.ops;
+  Scratch& s = lane.s;
+  ops.rmsnorm(s.x, w.ffn_norm, s.xb, spec_.n_embd, T, spec_.rms_eps);
+  ops.matmul(w.w_gate, s.xb, s.hb, T);
+  ops.matmul(w.w_up, s.xb, s.hb2, T);
+  ops.gelu_mul(s.hb, s.hb2, s.hb, l.n_ff, T, l.n_ff);
+  ops.matmul(w.w_down, s.hb, s.xb2, T);
 }
 
 // §2.3 step 7, MoE (26B-A4B): xb2 = RMSNorm(dense; post_norm_1) + RMSNorm(Σ_j w_j·expert_j(e_in); post_norm_2).
 // Three inputs from the same h_mid: the router's weightless norm, pre_ffw_norm_2 for the experts,
 // ffn_norm for the dense MLP (§2.7).
-void Gemma4::ffn_moe(const LayerSpec& l, const MoeWeights& m, int T) {
+void Gemma4::ffn_moe(L& lane, const LayerSpec& l, const MoeWeights& m, int T) {
+  kernels::Backend& ops = *lane.ops;
+  Scratch& s = lane.s;
   const int64_t H = spec_.n_embd, F = l.n_ff_exp;
   const int K = l.n_expert_used;
-  ops_.rmsnorm(s_.xb2, m.post_norm_1, s_.xb2, H, T, spec_.rms_eps);
+  ops.rmsnorm(s.xb2, m.post_norm_1, s.xb2, H, T, spec_.rms_eps);
   // Router: logits = W_r · (RMSNorm0(h_mid) / √H ⊙ scale).
-  ops_.rmsnorm(s_.x, nullptr, s_.moe_in, H, T, spec_.rms_eps);
-  ops_.scale(s_.moe_in, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
-  for (int t = 0; t < T; ++t) ops_.mul(s_.moe_in + t * H, m.router_scale, H);
-  ops_.matmul(m.router, s_.moe_in, s_.router_logits, T);
-  ops_.moe_route(s_.router_logits, T, l.n_expert, K, m.expert_scale, s_.expert_ids, s_.expert_weights);
+  ops.rmsnorm(s.x, nullptr, s.moe_in, H, T, spec_.rms_eps);
+  ops.scale(s.moe_in, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
+  for (int t = 0; t < T; ++t) ops.mul(s.moe_in + t * H, m.router_scale, H);
+  ops.matmul(m.router, s.moe_in, s.router_logits, T);
+  ops.moe_route(s.router_logits, T, l.n_expert, K, m.expert_scale, s.expert_ids, s.expert_weights);
   // Experts, batched per expert over the tokens that chose it.
-  ops_.rmsnorm(s_.x, m.pre_norm_2, s_.moe_in, H, T, spec_.rms_eps);
-  ops_.scale(s_.moe_acc, 0.0f, T * H);
+  ops.rmsnorm(s.x, m.pre_norm_2, s.moe_in, H, T, spec_.rms_eps);
   // The host dispatches tokens to experts: it reads the routing (from the device, on a GPU).
-  const int32_t* ids = stage_.read(s_.expert_ids, T * K);
-  const float* weights = stage_.read(s_.expert_weights, T * K);
-  int32_t* rows = stage_.host_rows(s_.expert_rows);
+  const int32_t* ids = lane.stage.read(s.expert_ids, T * K);
+  const float* weights = lane.stage.read(s.expert_weights, T * K);
+  int32_t* rows = lane.stage.host_rows(s.expert_rows);
+  // A token's first expert output is copied into its sum, the others added: the sums start from
+  // nothing the previous pass (or, on a GPU, fresh device memory) left there — scaling leftovers
+  // by 0 keeps a NaN a NaN.
+  std::fill_n(moe_started_.begin(), T, 0);
   for (int e = 0; e < l.n_expert; ++e) {
     int n = 0;
     for (int t = 0; t < T; ++t) {
@@ -306,35 +326,52 @@ void Gemma4::ffn_moe(const LayerSpec& l, const MoeWeights& m, int T) {
       }
     }
     if (n == 0) continue;
-    for (int i = 0; i < n; ++i) ops_.copy(s_.moe_rows_in + i * H, s_.moe_in + (rows[i] / K) * H, H);
+    for (int i = 0; i < n; ++i) ops.copy(s.moe_rows_in + i * H, s.moe_in + (rows[i] / K) * H, H);
     if (m.fused) {
-      ops_.matmul(m.gate_up.rows(e * 2 * F, 2 * F), s_.moe_rows_in, s_.expert_gu, n);
-      ops_.gelu_mul(s_.expert_gu, s_.expert_gu + F, s_.expert_h, F, n, 2 * F);
+      ops.matmul(m.gate_up.rows(e * 2 * F, 2 * F), s.moe_rows_in, s.expert_gu, n);
+      ops.gelu_mul(s.expert_gu, s.expert_gu + F, s.expert_h, F, n, 2 * F);
     } else {
-      ops_.matmul(m.gate.rows(e * F, F), s_.moe_rows_in, s_.expert_gu, n);
-      ops_.matmul(m.up.rows(e * F, F), s_.moe_rows_in, s_.expert_gu + n * F, n);
-      ops_.gelu_mul(s_.expert_gu, s_.expert_gu + n * F, s_.expert_h, F, n, F);
+      ops.matmul(m.gate.rows(e * F, F), s.moe_rows_in, s.expert_gu, n);
+      ops.matmul(m.up.rows(e * F, F), s.moe_rows_in, s.expert_gu + n * F, n);
+      ops.gelu_mul(s.expert_gu, s.expert_gu + n * F, s.expert_h, F, n, F);
     }
-    ops_.matmul(m.down.rows(e * H, H), s_.expert_h, s_.moe_rows_out, n);
+    ops.matmul(m.down.rows(e * H, H), s.expert_h, s.moe_rows_out, n);
     for (int i = 0; i < n; ++i) {
-      float* row = s_.moe_rows_out + i * H;
-      ops_.scale(row, weights[rows[i]], H);
-      ops_.add(s_.moe_acc + (rows[i] / K) * H, row, H);
+      float* row = s.moe_rows_out + i * H;
+      ops.scale(row, weights[rows[i]], H);
+      const int t = rows[i] / K;
+      if (moe_started_[t]) {
+        ops.add(s.moe_acc + t * H, row, H);
+      } else {
+        ops.copy(s.moe_acc + t * H, row, H);
+        moe_started_[t] = 1;
+      }
     }
   }
-  ops_.rmsnorm(s_.moe_acc, m.post_norm_2, s_.moe_acc, H, T, spec_.rms_eps);
-  ops_.add(s_.xb2, s_.moe_acc, T * H);
+  ops.rmsnorm(s.moe_acc, m.post_norm_2, s.moe_acc, H, T, spec_.rms_eps);
+  ops.add(s.xb2, s.moe_acc, T * H);
 }
 
 // §2.2 (inside layer l): x += RMSNorm(proj · (gelu(inp_gate · x) ⊙ p_l); post_norm).
-void Gemma4::inject_ple(const LayerWeights& w, int il, int T) {
+void Gemma4::inject_ple(L& lane, const LayerWeights& w, int il, int T) {
+  kernels::Backend& ops = *lane.ops;
+  Scratch& s = lane.s;
   const int64_t H = spec_.n_embd, P = spec_.n_embd_per_layer, LP = P * spec_.n_layer;
-  ops_.matmul(w.ple_gate, s_.x, s_.ple_a, T);
-  ops_.copy_rows(s_.ple_b, P, s_.ple + il * P, LP, P, T);  // this layer's slice of every token
-  ops_.gelu_mul(s_.ple_a, s_.ple_b, s_.ple_a, P, T, P);
-  ops_.matmul(w.ple_proj, s_.ple_a, s_.xb2, T);
-  ops_.rmsnorm(s_.xb2, w.ple_post_norm, s_.xb2, H, T, spec_.rms_eps);
-  ops_.add(s_.x, s_.xb2, T * H);
+  ops.matmul(w.ple_gate, s.x, s.ple_a, T);
+  ops.copy_rows(s.ple_b, P, s.ple + il * P, LP, P, T);  // this layer's slice of every token
+  ops.gelu_mul(s.ple_a, s.ple_b, s.ple_a, P, T, P);
+  ops.matmul(w.ple_proj, s.ple_a, s.xb2, T);
+  ops.rmsnorm(s.xb2, w.ple_post_norm, s.xb2, H, T, spec_.rms_eps);
+  ops.add(s.x, s.xb2, T * H);
+}
+
+void Gemma4::cross(L& from, L& to, int T) {
+  const int64_t H = spec_.n_embd, LP = spec_.n_embd_per_layer * spec_.n_layer;
+  lanes_.cross(from, to, to.s.x, from.s.x, T * H * sizeof(float));
+  // The per-layer inputs are made on the main lane and only read after: the host lane takes a
+  // copy when the pass first reaches it.
+  L& m = lanes_.main();
+  if (&to != &m && LP > 0) lanes_.cross(m, to, to.s.ple, m.s.ple, T * LP * sizeof(float));
 }
 
 util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits) {
@@ -342,29 +379,39 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
   const int64_t H = spec_.n_embd;
   if (T <= 0 || T > max_batch_) return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
   for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
-  stage_.begin(batch, cache);
+  lanes_.begin(batch, cache);
 
-  ops_.get_rows(token_embd_, stage_.tokens(), T, spec_.embed_scale, s_.x);  // §2.1: x0 = E[t]·√H
+  L& m = lanes_.main();
+  m.ops->get_rows(token_embd_, m.stage.tokens(), T, spec_.embed_scale,
+                  m.s.x);  // §2.1: x0 = E[t]·√H
   if (spec_.n_embd_per_layer > 0) per_layer_inputs(batch);
+  L* at = &m;
   for (const auto& l : spec_.layers) {
+    L& lane = lanes_.of_layer(l.il);
+    if (&lane != at) cross(*at, lane, T);
+    at = &lane;
+    kernels::Backend& ops = *lane.ops;
     const LayerWeights& w = layers_[l.il];
-    attention(l, w, batch, cache);
-    ffn_dense(l, w, T);
-    if (l.is_moe()) ffn_moe(l, w.moe, T);
-    ops_.rmsnorm(s_.xb2, w.post_ffw_norm, s_.xb2, H, T, spec_.rms_eps);
-    ops_.add(s_.x, s_.xb2, T * H);
-    if (spec_.n_embd_per_layer > 0) inject_ple(w, l.il, T);
+    attention(lane, l, w, batch, cache);
+    ffn_dense(lane, l, w, T);
+    if (l.is_moe()) ffn_moe(lane, l, w.moe, T);
+    ops.rmsnorm(lane.s.xb2, w.post_ffw_norm, lane.s.xb2, H, T, spec_.rms_eps);
+    ops.add(lane.s.x, lane.s.xb2, T * H);
+    if (spec_.n_embd_per_layer > 0) inject_ple(lane, w, l.il, T);
     // §2.3 step 9: the layer scalar multiplies the whole residual stream, not just the branch.
-    if (w.output_scale != 1.0f) ops_.scale(s_.x, w.output_scale, T * H);
+    if (w.output_scale != 1.0f) ops.scale(lane.s.x, w.output_scale, T * H);
   }
-  stage_.layers_done();
+  if (at != &m) cross(*at, m, T);
+  lanes_.layers_done();
   // §2.4: final norm, tied projection, softcap — for the rows that want logits only.
-  int32_t* rows = stage_.host_rows(s_.out_rows);
+  int32_t* rows = m.stage.host_rows(m.s.out_rows);
   const int n_out = gather_output_rows(batch, rows);
-  for (int i = 0; i < n_out; ++i) ops_.copy(s_.xb + i * H, s_.x + rows[i] * H, H);
-  ops_.rmsnorm(s_.xb, output_norm_, s_.xb, H, n_out, spec_.rms_eps);
-  stage_.logits(output_, s_.xb, n_out, spec_.final_logit_softcap, logits);
-  return stage_.status();
+  for (int i = 0; i < n_out; ++i) m.ops->copy(m.s.xb + i * H, m.s.x + rows[i] * H, H);
+  m.ops->rmsnorm(m.s.xb, output_norm_, m.s.xb, H, n_out, spec_.rms_eps);
+  m.stage.logits(output_, m.s.xb, n_out, spec_.final_logit_softcap, logits);
+  util::Status crossed = lanes_.take_cross_error();
+  util::Status s = lanes_.status();
+  return !crossed ? crossed : s;
 }
 
 }  // namespace
@@ -377,8 +424,8 @@ size_t gemma4_workspace_bytes(const Spec& spec, int max_batch) {
 
 util::Result<std::unique_ptr<Model>> load_gemma4(const gguf::File& file, const Spec& spec, kernels::Backend& ops,
                                                  const LoadOptions& options) {
-  auto model = std::make_unique<Gemma4>(spec, ops, options.max_batch);
-  HR_TRY(model->bind(file, options.placer));
+  auto model = std::make_unique<Gemma4>(spec, options.max_batch);
+  HR_TRY(model->bind(file, ops, options));
   return std::unique_ptr<Model>(std::move(model));
 }
 

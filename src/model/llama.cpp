@@ -3,8 +3,7 @@
 
 #include <cmath>
 
-#include "model/scratch.h"
-#include "model/stage.h"
+#include "model/lanes.h"
 
 namespace model {
 namespace {
@@ -64,12 +63,11 @@ struct Scratch {
 
 class Llama final : public Model {
  public:
-  Llama(Spec spec, kernels::Backend& ops, int max_batch) : spec_(std::move(spec)), ops_(ops), max_batch_(max_batch) {}
+  Llama(Spec spec, int max_batch) : spec_(std::move(spec)), max_batch_(max_batch) {}
 
-  util::Status bind(const gguf::File& file, TensorPlacer* given_placer) {
-    HR_TRY(stage_.init(ops_, spec_, max_batch_));
-    HR_ASSIGN_OR_RETURN(TensorPlacer * placer, stage_.placer(given_placer));
-    Binder b(file, placer);
+  util::Status bind(const gguf::File& file, kernels::Backend& ops, const LoadOptions& options) {
+    HR_TRY(lanes_.init(file, ops, spec_, options));
+    Binder& b = *lanes_.main().binder;
     const int64_t H = spec_.n_embd, V = spec_.n_vocab;
     HR_ASSIGN_OR_RETURN(token_embd_, b.matrix("token_embd.weight", H, V));
     HR_ASSIGN_OR_RETURN(output_norm_, b.vector("output_norm.weight", H));
@@ -78,100 +76,112 @@ class Llama final : public Model {
       HR_ASSIGN_OR_RETURN(output_, std::move(*out));
     }
     for (const auto& l : spec_.layers) {
+      Binder& lb = *lanes_.of_layer(l.il).binder;
       auto name = [&](std::string_view s) { return Binder::layer_name(l.il, s); };
       LayerWeights w;
-      HR_ASSIGN_OR_RETURN(w.attn_norm, b.vector(name("attn_norm.weight"), H));
-      HR_ASSIGN_OR_RETURN(w.wq, b.matrix(name("attn_q.weight"), H, l.q_dim()));
-      HR_ASSIGN_OR_RETURN(w.wk, b.matrix(name("attn_k.weight"), H, l.kv_dim()));
-      HR_ASSIGN_OR_RETURN(w.wv, b.matrix(name("attn_v.weight"), H, l.kv_dim()));
-      HR_ASSIGN_OR_RETURN(w.wo, b.matrix(name("attn_output.weight"), l.q_dim(), H));
-      HR_ASSIGN_OR_RETURN(w.ffn_norm, b.vector(name("ffn_norm.weight"), H));
-      HR_ASSIGN_OR_RETURN(w.w_gate, b.matrix(name("ffn_gate.weight"), H, l.n_ff));
-      HR_ASSIGN_OR_RETURN(w.w_up, b.matrix(name("ffn_up.weight"), H, l.n_ff));
-      HR_ASSIGN_OR_RETURN(w.w_down, b.matrix(name("ffn_down.weight"), l.n_ff, H));
+      HR_ASSIGN_OR_RETURN(w.attn_norm, lb.vector(name("attn_norm.weight"), H));
+      HR_ASSIGN_OR_RETURN(w.wq, lb.matrix(name("attn_q.weight"), H, l.q_dim()));
+      HR_ASSIGN_OR_RETURN(w.wk, lb.matrix(name("attn_k.weight"), H, l.kv_dim()));
+      HR_ASSIGN_OR_RETURN(w.wv, lb.matrix(name("attn_v.weight"), H, l.kv_dim()));
+      HR_ASSIGN_OR_RETURN(w.wo, lb.matrix(name("attn_output.weight"), l.q_dim(), H));
+      HR_ASSIGN_OR_RETURN(w.ffn_norm, lb.vector(name("ffn_norm.weight"), H));
+      HR_ASSIGN_OR_RETURN(w.w_gate, lb.matrix(name("ffn_gate.weight"), H, l.n_ff));
+      HR_ASSIGN_OR_RETURN(w.w_up, lb.matrix(name("ffn_up.weight"), H, l.n_ff));
+      HR_ASSIGN_OR_RETURN(w.w_down, lb.matrix(name("ffn_down.weight"), l.n_ff, H));
       layers_.push_back(w);
     }
-    ScratchCarver counter(nullptr);
-    Scratch::lay_out(counter, spec_, max_batch_);
-    HR_ASSIGN_OR_RETURN(uint8_t * base, buffer_.allocate(ops_, counter.bytes()));
-    ScratchCarver carver(base);
-    s_ = Scratch::lay_out(carver, spec_, max_batch_);
-    return {};
+    return lanes_.allocate_scratch(spec_, max_batch_);
   }
 
   const Spec& spec() const override { return spec_; }
   int max_batch() const override { return max_batch_; }
-  size_t workspace_bytes() const override { return buffer_.size(); }
-  size_t placed_weight_bytes() const override { return stage_.placed_bytes(); }
+  size_t workspace_bytes() const override { return lanes_.workspace_bytes(); }
+  size_t placed_weight_bytes() const override { return lanes_.placed_bytes(); }
 
   util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) override {
     const int T = batch.size();
     const int64_t H = spec_.n_embd;
     if (T <= 0 || T > max_batch_) return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
     for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
-    stage_.begin(batch, cache);
+    lanes_.begin(batch, cache);
 
     // x = token_embd[tokens]
-    ops_.get_rows(token_embd_, stage_.tokens(), T, 1.0f, s_.x);
+    L& m = lanes_.main();
+    m.ops->get_rows(token_embd_, m.stage.tokens(), T, 1.0f, m.s.x);
+    L* at = &m;
     for (const auto& l : spec_.layers) {
-      const LayerWeights& w = layers_[l.il];
-      // Attention block: xb = rmsnorm(x); q, k, v projections; RoPE on q and k.
-      ops_.rmsnorm(s_.x, w.attn_norm, s_.xb, H, T, spec_.rms_eps);
-      ops_.matmul(w.wq, s_.xb, s_.q, T);
-      ops_.matmul(w.wk, s_.xb, s_.k, T);
-      ops_.matmul(w.wv, s_.xb, s_.v, T);
-      const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage_.inv_freq(l.il)};
-      ops_.rope(s_.q, T, l.n_head, l.head_dim, stage_.pos(), rope);
-      ops_.rope(s_.k, T, l.n_head_kv, l.head_dim, stage_.pos(), rope);
-      // K and V go into the cache (quantized as stored); attention reads them back from there.
-      kernels::KvWrite* dst = stage_.host_kv_dst(s_.kv_dst, l.il);
-      const kernels::KvSpan** spans = stage_.host_kv_span(s_.kv_span, l.il);
-      for (int t = 0; t < T; ++t) {
-        dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
-        spans[t] = cache.span(l.il, batch.slot[t]);
-      }
-      stage_.put(s_.kv_dst, dst, T);
-      stage_.put(s_.kv_span, spans, T);
-      ops_.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s_.k, s_.v, s_.kv_dst, T);
-      ops_.attention({.n_tokens = T,
-                      .n_head = l.n_head,
-                      .head_dim = l.head_dim,
-                      .q = s_.q,
-                      .out = s_.att,
-                      .pos = stage_.pos(),
-                      .kv = s_.kv_span,
-                      .window = l.window,
-                      .scale = spec_.attention_scale});
-      ops_.matmul(w.wo, s_.att, s_.xb2, T);
-      ops_.add(s_.x, s_.xb2, T * H);
-      // Feed-forward block: x += W_down · (silu(W_gate · xb) ⊙ (W_up · xb)).
-      ops_.rmsnorm(s_.x, w.ffn_norm, s_.xb, H, T, spec_.rms_eps);
-      ops_.matmul(w.w_gate, s_.xb, s_.hb, T);
-      ops_.matmul(w.w_up, s_.xb, s_.hb2, T);
-      ops_.silu_mul(s_.hb, s_.hb2, s_.hb, l.n_ff, T, l.n_ff);
-      ops_.matmul(w.w_down, s_.hb, s_.xb2, T);
-      ops_.add(s_.x, s_.xb2, T * H);
+      L& lane = lanes_.of_layer(l.il);
+      if (&lane != at) lanes_.cross(*at, lane, lane.s.x, at->s.x, T * H * sizeof(float));
+      at = &lane;
+      layer(lane, l, layers_[l.il], batch, cache);
     }
-    stage_.layers_done();
+    if (at != &m) lanes_.cross(*at, m, m.s.x, at->s.x, T * H * sizeof(float));
+    lanes_.layers_done();
     // Logits only for the tokens that need them: gather their rows, final norm, classifier.
-    int32_t* rows = stage_.host_rows(s_.out_rows);
+    int32_t* rows = m.stage.host_rows(m.s.out_rows);
     const int n_out = gather_output_rows(batch, rows);
-    for (int i = 0; i < n_out; ++i) ops_.copy(s_.xb + i * H, s_.x + rows[i] * H, H);
-    ops_.rmsnorm(s_.xb, output_norm_, s_.xb, H, n_out, spec_.rms_eps);
-    stage_.logits(output_, s_.xb, n_out, 0.0f, logits);
-    return stage_.status();
+    for (int i = 0; i < n_out; ++i) m.ops->copy(m.s.xb + i * H, m.s.x + rows[i] * H, H);
+    m.ops->rmsnorm(m.s.xb, output_norm_, m.s.xb, H, n_out, spec_.rms_eps);
+    m.stage.logits(output_, m.s.xb, n_out, 0.0f, logits);
+    util::Status crossed = lanes_.take_cross_error();
+    util::Status s = lanes_.status();
+    return !crossed ? crossed : s;
   }
 
  private:
+  using L = Lane<Scratch>;
+
+  void layer(L& lane, const LayerSpec& l, const LayerWeights& w, const Batch& batch,
+             kv::Cache& cache) {
+    kernels::Backend& ops = *lane.ops;
+    Stage& stage = lane.stage;
+    Scratch& s = lane.s;
+    const int T = batch.size();
+    const int64_t H = spec_.n_embd;
+    // Attention block: xb = rmsnorm(x); q, k, v projections; RoPE on q and k.
+    ops.rmsnorm(s.x, w.attn_norm, s.xb, H, T, spec_.rms_eps);
+    ops.matmul(w.wq, s.xb, s.q, T);
+    ops.matmul(w.wk, s.xb, s.k, T);
+    ops.matmul(w.wv, s.xb, s.v, T);
+    const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage.inv_freq(l.il)};
+    ops.rope(s.q, T, l.n_head, l.head_dim, stage.pos(), rope);
+    ops.rope(s.k, T, l.n_head_kv, l.head_dim, stage.pos(), rope);
+    // K and V go into the cache (quantized as stored); attention reads them back from there.
+    kernels::KvWrite* dst = stage.host_kv_dst(s.kv_dst, l.il);
+    const kernels::KvSpan** spans = stage.host_kv_span(s.kv_span, l.il);
+    for (int t = 0; t < T; ++t) {
+      dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
+      spans[t] = cache.span(l.il, batch.slot[t]);
+    }
+    stage.put(s.kv_dst, dst, T);
+    stage.put(s.kv_span, spans, T);
+    ops.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s.k, s.v, s.kv_dst, T);
+    ops.attention({.n_tokens = T,
+                   .n_head = l.n_head,
+                   .head_dim = l.head_dim,
+                   .q = s.q,
+                   .out = s.att,
+                   .pos = stage.pos(),
+                   .kv = s.kv_span,
+                   .window = l.window,
+                   .scale = spec_.attention_scale});
+    ops.matmul(w.wo, s.att, s.xb2, T);
+    ops.add(s.x, s.xb2, T * H);
+    // Feed-forward block: x += W_down · (silu(W_gate · xb) ⊙ (W_up · xb)).
+    ops.rmsnorm(s.x, w.ffn_norm, s.xb, H, T, spec_.rms_eps);
+    ops.matmul(w.w_gate, s.xb, s.hb, T);
+    ops.matmul(w.w_up, s.xb, s.hb2, T);
+    ops.silu_mul(s.hb, s.hb2, s.hb, l.n_ff, T, l.n_ff);
+    ops.matmul(w.w_down, s.hb, s.xb2, T);
+    ops.add(s.x, s.xb2, T * H);
+  }
+
   Spec spec_;
-  kernels::Backend& ops_;
   int max_batch_;
   kernels::Matrix token_embd_, output_;
   const float* output_norm_ = nullptr;
   std::vector<LayerWeights> layers_;
-  Stage stage_;
-  Workspace buffer_;
-  Scratch s_{};
+  Lanes<Scratch> lanes_;
 };
 
 }  // namespace
@@ -184,8 +194,8 @@ size_t llama_workspace_bytes(const Spec& spec, int max_batch) {
 
 util::Result<std::unique_ptr<Model>> load_llama(const gguf::File& file, const Spec& spec, kernels::Backend& ops,
                                                 const LoadOptions& options) {
-  auto model = std::make_unique<Llama>(spec, ops, options.max_batch);
-  HR_TRY(model->bind(file, options.placer));
+  auto model = std::make_unique<Llama>(spec, options.max_batch);
+  HR_TRY(model->bind(file, ops, options));
   return std::unique_ptr<Model>(std::move(model));
 }
 

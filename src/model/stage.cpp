@@ -17,7 +17,7 @@ Stage::~Stage() {
   if (recording_ >= 0) ops_->release_recording(recording_);
 }
 
-util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch) {
+util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record) {
   ops_ = &ops;
   device_ = !ops.host_memory();
   max_batch_ = max_batch;
@@ -26,7 +26,7 @@ util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch)
   // cuda_model_tests and the benchmarks with and without, and makes them the default if they
   // pass. MoE layers read the routing back mid-pass, which a recording cannot hold.
   const char* env = std::getenv("HEADROOM_RECORD_PASSES");
-  record_ = ops.can_record() && env != nullptr && std::string_view(env) == "1" &&
+  record_ = may_record && ops.can_record() && env != nullptr && std::string_view(env) == "1" &&
             std::none_of(spec.layers.begin(), spec.layers.end(),
                          [](const LayerSpec& l) { return l.is_moe(); });
   n_embd_ = spec.n_embd;

@@ -31,7 +31,8 @@ class Stage {
   Stage& operator=(const Stage&) = delete;
   ~Stage();
 
-  util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch);
+  // `may_record`: whether a pass may be recorded (model::Lanes says no for split passes).
+  util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record = true);
   // Where bound weights go: `given` on a host backend (null = the file mapping), a placer in the
   // backend's memory on a device (a caller's own placer is refused there: its pointers would be
   // host memory).

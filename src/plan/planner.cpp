@@ -14,15 +14,6 @@ namespace {
 
 bool is_ple_table(const WeightItem& w) { return w.name == "per_layer_token_embd.weight"; }
 
-// Which device a weight tensor lives on under `r`; device 1 is the GPU when there is one.
-int weight_device(const WeightItem& w, const Request& r, bool has_gpu) {
-  if (!has_gpu) return 0;
-  if (r.ple_on_host && is_ple_table(w)) return 0;
-  if (r.experts_on_host && w.cls == model::TensorClass::kExperts && w.layer >= 0) return 0;
-  if (w.layer >= 0 && w.layer < r.n_cpu_layers) return 0;
-  return 1;
-}
-
 int layer_device(int il, const Request& r, bool has_gpu) { return has_gpu && il >= r.n_cpu_layers ? 1 : 0; }
 
 uint64_t tokenizer_bytes(const gguf::File& file) {
@@ -37,6 +28,14 @@ uint64_t tokenizer_bytes(const gguf::File& file) {
 }
 
 }  // namespace
+
+int weight_device(const WeightItem& w, const Request& r, bool has_gpu) {
+  if (!has_gpu) return 0;
+  if (r.ple_on_host && is_ple_table(w)) return 0;
+  if (r.experts_on_host && w.cls == model::TensorClass::kExperts && w.layer >= 0) return 0;
+  if (w.layer >= 0 && w.layer < r.n_cpu_layers) return 0;
+  return 1;
+}
 
 std::string_view item_kind_name(ItemKind kind) {
   switch (kind) {
@@ -154,6 +153,28 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
     }
   }
 
+  // A layer reading another's KV cache must compute where that cache lives (kv::Cache refuses a
+  // split between them): name the nearest splits that keep every such pair together.
+  if (has_gpu && r.n_cpu_layers > 0) {
+    auto splits = [&](int n) {
+      return std::none_of(layers.begin(), layers.end(),
+                          [&](const kv::LayerGeometry& l) { return (l.il < n) != (l.source < n); });
+    };
+    if (!splits(r.n_cpu_layers)) {
+      int below = r.n_cpu_layers, above = r.n_cpu_layers;
+      while (below > 0 && !splits(below)) --below;
+      while (above < spec.n_layer && !splits(above)) ++above;
+      const auto across =
+          std::find_if(layers.begin(), layers.end(), [&](const kv::LayerGeometry& l) {
+            return (l.il < r.n_cpu_layers) != (l.source < r.n_cpu_layers);
+          });
+      return util::errorf(
+          "plan: --cpu-layers {} separates layer {} from layer {}, whose KV cache it reads — use "
+          "--cpu-layers {} or {}",
+          r.n_cpu_layers, across->il, across->source, below, above);
+    }
+  }
+
   // Activations for one micro-batch on each device that computes layers; logits only for the
   // rows a step samples from (one per running sequence, at most a micro-batch).
   // The forward pass's workspace, plus the CPU kernels' activation scratch (matmul converts a
@@ -194,11 +215,18 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
     p.prediction.seconds_per_device[i.device] += i.bytes_per_token / p.devices[i.device].bandwidth;
   }
   if (has_gpu) {
-    int crossings = r.n_cpu_layers > 0 ? 2 : 0;
-    if (r.experts_on_host) crossings += 2 * spec.n_layer;
-    if (r.ple_on_host && spec.n_embd_per_layer > 0) crossings += 1;
-    const double per_crossing = spec.n_embd * 4.0 / p.devices[1].link_bandwidth + 10e-6;  // size + latency
-    p.prediction.transfer_seconds = crossings * per_crossing;
+    // What crosses per token (model/lanes.h): with layers on the CPU the residual stream goes
+    // there and back, and the per-layer inputs go there once; the per-layer-embedding rows come
+    // up from a host table; experts on the host take their input down and output up per layer.
+    const double x = spec.n_embd * 4.0, ple = 4.0 * spec.n_embd_per_layer * spec.n_layer;
+    const double link = p.devices[1].link_bandwidth;
+    constexpr double kLatency = 10e-6;  // per copy
+    auto copy = [&](double bytes) { return bytes / link + kLatency; };
+    double t = 0;
+    if (r.n_cpu_layers > 0) t += 2 * copy(x) + (ple > 0 ? copy(ple) : 0);
+    if (r.ple_on_host && ple > 0) t += copy(ple);
+    if (r.experts_on_host) t += 2 * spec.n_layer * copy(x);
+    p.prediction.transfer_seconds = t;
   }
   double seconds = p.prediction.transfer_seconds;
   for (double s : p.prediction.seconds_per_device) seconds += s;

@@ -91,6 +91,9 @@ struct PlanInput {
   std::vector<Device> devices;  // [0] the CPU; devices that are not placeable are left empty
 };
 
+// Which device a weight tensor lives on under `r`: 0 the CPU, 1 the GPU when there is one.
+int weight_device(const WeightItem& w, const Request& r, bool has_gpu);
+
 // The plan for exactly this request (fits or not, with its problems).
 util::Result<Plan> make_plan(const PlanInput& input, const Request& request);
 // The plan; if it does not fit, the alternatives; with `fit`, the best automatic one applied.

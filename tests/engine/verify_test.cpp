@@ -5,6 +5,7 @@
 
 #include "engine/scheduler.h"
 #include "plan/inventory.h"
+#include "testing/emulated_gpu.h"
 #include "testing/testing.h"
 #include "util/memory.h"
 
@@ -171,3 +172,58 @@ TEST(Verify, GemmaE2BShapeAgreesWithItsPlanAtSeveralContexts) {
 }
 
 }  // namespace
+
+// Plans that use a GPU, run on testing_util::EmulatedGpu standing in for an --assume-gpu GPU:
+// whole-GPU and split (--cpu-layers, --ple-on-host) plans allocate exactly what they plan on each
+// side, and their greedy text is the CPU plan's (the emulator computes with the CPU kernels).
+struct GpuRun {
+  std::vector<int32_t> tokens;
+  engine::Verification verification;
+};
+
+GpuRun run_plan(const std::string& model, int cpu_layers, bool ple_on_host, bool on_gpu) {
+  engine::EngineOptions o{.model_path = model, .n_ctx = 64, .n_ubatch = 16, .n_threads = 2};
+  if (on_gpu) {
+    o.devices.assume_gpu = "1G@100";
+    o.gpu_backend = [](int) -> util::Result<std::unique_ptr<kernels::Backend>> {
+      return std::unique_ptr<kernels::Backend>(
+          std::make_unique<testing_util::EmulatedGpu>(2, 16, 4096));
+    };
+  }
+  o.cpu_layers = cpu_layers;
+  o.ple_on_host = ple_on_host;
+  GpuRun r;
+  auto e = engine::Engine::load(o);
+  EXPECT_TRUE(e.ok()) << e.error().message();
+  if (!e.ok()) return r;
+  EXPECT_EQ((*e)->plan().uses_gpu(), on_gpu);
+  engine::Scheduler s(**e);
+  engine::Request req;
+  req.prompt = {1, 403, 407, 261, 378, 290, 411};
+  req.sampling.temperature = 0;
+  req.max_tokens = 12;
+  req.on_token = [&](int32_t token, float) {
+    r.tokens.push_back(token);
+    return true;
+  };
+  EXPECT_EQ(s.submit(std::move(req)).refusal, engine::Refusal::kNone);
+  while (!s.idle()) {
+    auto st = s.step();
+    EXPECT_TRUE(st.ok()) << st.error().message();
+    if (!st.ok()) break;
+  }
+  r.verification = (*e)->verify();
+  return r;
+}
+
+TEST(Verify, GpuPlansWholeAndSplitAllocateTheirPlanAndMatchTheCpu) {
+  const auto model = (testing_util::shared_dir() / "models/stories260K.gguf").string();
+  const GpuRun cpu = run_plan(model, 0, false, false);
+  ASSERT_EQ(cpu.tokens.size(), 12u);
+  for (int cpu_layers : {0, 1, 3, 5}) {
+    SCOPED_TRACE("--cpu-layers " + std::to_string(cpu_layers));
+    const GpuRun gpu = run_plan(model, cpu_layers, false, true);
+    EXPECT_EQ(gpu.tokens, cpu.tokens);
+    for (const auto& c : gpu.verification.classes) EXPECT_EQ(c.allocated, c.planned) << c.name;
+  }
+}

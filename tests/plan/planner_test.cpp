@@ -149,6 +149,30 @@ TEST(PlannerFit, PartialOffloadIsPlannedAndCostsSpeed) {
   EXPECT_GT(partial->bytes_on(0), offload->bytes_on(0));
 }
 
+// E2B's KV-shared layers 15..34 read layers 13 and 14: a split between them is refused with the
+// nearest splits that work, and --fit never proposes one. What crosses per token is priced by its
+// bytes: the residual stream there and back, and the per-layer inputs (35 × 256 floats) once.
+TEST(PlannerFit, PartialOffloadKeepsKvSharingLayersTogether) {
+  const Opened m = open_shape("gemma4", "e2b");
+  std::vector<plan::Device> devices = cpu_only();
+  devices.push_back({.name = "gpu",
+                     .kind = plan::DeviceKind::kGpu,
+                     .total_bytes = 8ull << 30,
+                     .budget_bytes = 8ull << 30,
+                     .bandwidth = 300e9,
+                     .link_bandwidth = 25e9});
+  for (int n : {14, 20, 34}) {
+    auto p = plan::make_plan({*m.file, m.spec, devices}, {.n_ctx = 4096, .n_cpu_layers = n});
+    ASSERT_FALSE(p.ok()) << n;
+    EXPECT_NE(p.error().message().find("use --cpu-layers 13 or 35"), std::string::npos)
+        << p.error().message();
+  }
+  auto ok = plan::make_plan({*m.file, m.spec, devices}, {.n_ctx = 4096, .n_cpu_layers = 13});
+  ASSERT_TRUE(ok.ok()) << ok.error().message();
+  const double x = 1536 * 4.0, ple = 35 * 256 * 4.0;
+  EXPECT_NEAR(ok->prediction.transfer_seconds, 2 * (x / 25e9 + 10e-6) + ple / 25e9 + 10e-6, 1e-9);
+}
+
 // A present GPU this build cannot run on (no GPU backend) takes no bytes, even when it would be
 // the faster place and the CPU's budget is too small; the plan names it once and keeps the
 // alternatives to CPU-side changes.

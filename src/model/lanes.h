@@ -1,0 +1,135 @@
+// model::Lanes — the backends one forward pass runs on. A model runs on one lane (the backend
+// load_model was given) unless LoadOptions splits it: then layers [0, n_host_layers) — and, with
+// ple_on_host, Gemma 4's per-layer-embedding lookup — run on a host lane (options.host, the CPU
+// backend, in host memory) and everything else on the main lane (a GPU). Each lane has its own
+// staging (Stage), activations and tensor binding; where consecutive steps change lanes the
+// activations they hand over cross with one copy (Lanes::cross), the copies the planner counts.
+#pragma once
+
+#include <array>
+#include <cstring>
+#include <memory>
+
+#include "kernels/ops.h"
+#include "kv/cache.h"
+#include "model/model.h"
+#include "model/scratch.h"
+#include "model/spec.h"
+#include "model/stage.h"
+#include "model/weights.h"
+#include "util/result.h"
+
+namespace model {
+
+template <class Scratch>
+struct Lane {
+  kernels::Backend* ops = nullptr;
+  Stage stage;
+  Workspace buffer;
+  Scratch s{};
+  std::unique_ptr<Binder> binder;  // kept: it owns norms it converted to f32 on the host
+};
+
+template <class Scratch>
+class Lanes {
+ public:
+  using L = Lane<Scratch>;
+
+  util::Status init(const gguf::File& file, kernels::Backend& main, const Spec& spec,
+                    const LoadOptions& options) {
+    n_host_layers_ = options.host != nullptr ? options.n_host_layers : 0;
+    ple_on_host_ = options.host != nullptr && options.ple_on_host;
+    const bool split = n_host_layers_ > 0 || ple_on_host_;
+    if (split && !options.host->host_memory()) {
+      return util::errorf(
+          "model: the host lane needs a backend that computes in host memory, not {}",
+          options.host->name());
+    }
+    if (split && main.host_memory()) {
+      return util::errorf("model: a split run needs a device backend for the main lane, not {}",
+                          main.name());
+    }
+    if (n_host_layers_ > static_cast<int>(spec.layers.size())) {
+      return util::errorf("model: {} host layers, but the model has {}", n_host_layers_,
+                          spec.layers.size());
+    }
+    n_lanes_ = split ? 2 : 1;
+    lanes_[0].ops = &main;
+    if (split) lanes_[1].ops = options.host;
+    for (int i = 0; i < n_lanes_; ++i) {
+      L& lane = lanes_[i];
+      // A recording spans a whole pass on one backend: a split pass crosses to the host between.
+      HR_TRY(lane.stage.init(*lane.ops, spec, options.max_batch, !split));
+      HR_ASSIGN_OR_RETURN(TensorPlacer * placer,
+                          lane.stage.placer(i == 0 ? options.placer : nullptr));
+      lane.binder = std::make_unique<Binder>(file, placer);
+    }
+    return {};
+  }
+
+  util::Status allocate_scratch(const Spec& spec, int max_batch) {
+    for (int i = 0; i < n_lanes_; ++i) {
+      L& lane = lanes_[i];
+      ScratchCarver counter(nullptr);
+      Scratch::lay_out(counter, spec, max_batch);
+      HR_ASSIGN_OR_RETURN(uint8_t * base, lane.buffer.allocate(*lane.ops, counter.bytes()));
+      ScratchCarver carver(base);
+      lane.s = Scratch::lay_out(carver, spec, max_batch);
+    }
+    return {};
+  }
+
+  L& main() { return lanes_[0]; }
+  // Where layer il runs, and where the per-layer-embedding table is looked up.
+  L& of_layer(int il) { return il < n_host_layers_ ? lanes_[1] : lanes_[0]; }
+  L& of_ple_table() { return ple_on_host_ ? lanes_[1] : lanes_[0]; }
+
+  void begin(const Batch& batch, kv::Cache& cache) {
+    for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.begin(batch, cache);
+  }
+  void layers_done() {
+    for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.layers_done();
+  }
+  // The first failure of any lane since the last call; waits for each lane's queued ops.
+  util::Status status() {
+    util::Status first;
+    for (int i = 0; i < n_lanes_; ++i) {
+      util::Status s = lanes_[i].stage.status();
+      if (!s && first.ok()) first = std::move(s);
+    }
+    return first;
+  }
+
+  // dst, in `to`'s memory, ← bytes at src, in `from`'s memory (at most one of them a device's):
+  // a device's result is downloaded after its queued ops, a host's uploaded before the device's
+  // next ones. Failures surface in status().
+  void cross(L& from, L& to, void* dst, const void* src, size_t bytes) {
+    if (&from == &to || bytes == 0) return;
+    util::Status s;
+    if (!from.ops->host_memory()) {
+      s = from.ops->download(dst, src, bytes);
+    } else if (!to.ops->host_memory()) {
+      s = to.ops->upload(dst, src, bytes);
+    } else {
+      std::memcpy(dst, src, bytes);
+    }
+    if (!s && error_.ok()) error_ = std::move(s);
+  }
+  util::Status take_cross_error() { return std::exchange(error_, {}); }
+
+  size_t workspace_bytes() const {
+    size_t total = 0;
+    for (int i = 0; i < n_lanes_; ++i) total += lanes_[i].buffer.size();
+    return total;
+  }
+  size_t placed_bytes() const { return lanes_[0].stage.placed_bytes(); }
+
+ private:
+  std::array<L, 2> lanes_;  // [0]: main, [1]: host (split runs)
+  int n_lanes_ = 1;
+  int n_host_layers_ = 0;
+  bool ple_on_host_ = false;
+  util::Status error_;
+};
+
+}  // namespace model

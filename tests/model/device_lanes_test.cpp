@@ -1,0 +1,219 @@
+// The device paths of a forward pass, run in CI on testing_util::EmulatedGpu (a backend with memory
+// of its own that computes with the CPU kernels and checks the device contract on every call):
+// whole-"GPU" passes, passes split between the CPU and the device (the first layers, and Gemma 4's
+// per-layer-embedding lookup, on the host), and recorded single-token passes (HEADROOM_RECORD_
+// PASSES). Because the emulator's kernels are the CPU backend's, every logit must equal the CPU
+// path's bit for bit; a host pointer handed to a device op, a copy from unregistered memory or a
+// replay called differently from its recording fails the pass with the emulator's message.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "kernels/cpu/backend.h"
+#include "model/model.h"
+#include "model/synth.h"
+#include "testing/emulated_gpu.h"
+#include "testing/testing.h"
+#include "util/thread_pool.h"
+
+namespace {
+
+using tensor::DType;
+
+struct Loaded {
+  std::unique_ptr<model::Model> model;
+  std::optional<kv::Cache> cache;
+};
+
+// `ops` runs the model; with `host`, layers [0, n_host_layers) (and the PLE lookup when
+// ple_on_host) run there, and the cache keeps those layers in host memory.
+Loaded load(const gguf::File& file, const model::Spec& spec, kernels::Backend& ops, int ubatch,
+            DType kv_type, kernels::Backend* host = nullptr, int n_host_layers = 0,
+            bool ple_on_host = false) {
+  Loaded r;
+  auto m = model::load_model(file, spec, ops,
+                             {.max_batch = ubatch,
+                              .host = host,
+                              .n_host_layers = n_host_layers,
+                              .ple_on_host = ple_on_host});
+  EXPECT_TRUE(m.ok()) << m.error().message();
+  if (!m.ok()) return r;
+  r.model = std::move(*m);
+  auto cache = kv::Cache::create(
+      model::kv_layers(spec),
+      {.n_ctx = 64, .n_ubatch = ubatch, .n_slots = 1, .k_type = kv_type, .v_type = kv_type},
+      ops.host_memory() ? nullptr : &ops, n_host_layers);
+  EXPECT_TRUE(cache.ok()) << cache.error().message();
+  if (cache.ok()) r.cache.emplace(std::move(*cache));
+  return r;
+}
+
+// Every position's logits: the first `prefill` tokens in micro-batches of `ubatch`, then one
+// token per pass (decode), each pass's status checked.
+std::vector<float> run(Loaded& r, const std::vector<int32_t>& ids, int prefill, int ubatch,
+                       int n_vocab) {
+  std::vector<float> logits(ids.size() * n_vocab);
+  if (!r.model || !r.cache) return logits;
+  EXPECT_TRUE(r.cache->reserve(0, static_cast<int>(ids.size())));
+  for (size_t start = 0; start < ids.size();) {
+    const int step = start < static_cast<size_t>(prefill) ? ubatch : 1;
+    const int n = static_cast<int>(std::min<size_t>(step, ids.size() - start));
+    std::vector<int32_t> pos(n), slot(n, 0);
+    std::vector<uint8_t> output(n, 1);
+    for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(start + i);
+    model::Batch batch{
+        .tokens = std::span(ids).subspan(start, n), .pos = pos, .slot = slot, .output = output};
+    auto s = r.model->forward(batch, *r.cache, logits.data() + start * n_vocab);
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    start += n;
+  }
+  return logits;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Where a split may fall: no layer reads the KV cache of a layer on the other side.
+std::vector<int> valid_splits(const model::Spec& spec) {
+  std::vector<int> out;
+  for (int n = 1; n <= spec.n_layer; ++n) {
+    bool ok = true;
+    for (const auto& l : spec.layers) ok = ok && ((l.il < n) == (l.kv_source < n));
+    if (ok) out.push_back(n);
+  }
+  return out;
+}
+
+struct Model {
+  std::string path;
+  std::optional<gguf::File> file;
+  std::optional<model::Spec> spec;
+};
+
+Model open_model(const std::string& arch, const std::string& shape) {
+  Model m;
+  if (shape == "stories260K") {
+    m.path = (testing_util::shared_dir() / "models/stories260K.gguf").string();
+  } else {
+    auto w = model::synth_writer({.arch = arch, .shape = shape});
+    EXPECT_TRUE(w.ok()) << w.error().message();
+    if (!w.ok()) return m;
+    m.path = (testing_util::temp_dir() / (shape + "-lanes.gguf")).string();
+    EXPECT_TRUE(w->write(m.path).ok());
+  }
+  auto file = gguf::File::open(m.path);
+  EXPECT_TRUE(file.ok());
+  if (!file.ok()) return m;
+  m.file.emplace(std::move(*file));
+  auto spec = model::spec_from_gguf(*m.file);
+  EXPECT_TRUE(spec.ok()) << spec.error().message();
+  if (spec.ok()) m.spec.emplace(std::move(*spec));
+  return m;
+}
+
+class DeviceLanes : public ::testing::TestWithParam<std::string> {};
+
+// Whole-device and split passes give the CPU path's logits bit for bit, for a prompt longer than
+// the sliding window, prefilled in micro-batches of 5 and then decoded token by token, with f16
+// and q8_0 KV caches, at every split that keeps KV-sharing layers together.
+TEST_P(DeviceLanes, WholeAndSplitPassesGiveTheCpuLogits) {
+  const std::string shape = GetParam();
+  Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  ASSERT_TRUE(m.spec);
+  const model::Spec& spec = *m.spec;
+  const auto ids = testing_util::spread_token_ids(24);
+  util::ThreadPool pool(2);
+  const int64_t cols = model::max_matmul_cols(spec);
+  for (DType kv : {DType::kF16, DType::kQ8_0}) {
+    SCOPED_TRACE("kv " + std::string(gguf::tensor_type_name(kv)));
+    kernels::cpu::CpuBackend cpu(pool, 8, cols);
+    Loaded on_cpu = load(*m.file, spec, cpu, 8, kv);
+    const auto expected = run(on_cpu, ids, 12, 5, spec.n_vocab);
+    {
+      testing_util::EmulatedGpu gpu(pool, 8, cols);
+      Loaded whole = load(*m.file, spec, gpu, 8, kv);
+      EXPECT_TRUE(same_bits(run(whole, ids, 12, 5, spec.n_vocab), expected)) << "whole device";
+    }
+    for (int n : valid_splits(spec)) {
+      for (bool ple_on_host : {false, true}) {
+        if (ple_on_host && spec.n_embd_per_layer == 0) continue;
+        SCOPED_TRACE("split after " + std::to_string(n) + " layers" +
+                     (ple_on_host ? ", PLE table on the host" : ""));
+        testing_util::EmulatedGpu gpu(pool, 8, cols);
+        kernels::cpu::CpuBackend host(pool, 8, cols);
+        Loaded split = load(*m.file, spec, gpu, 8, kv, &host, n, ple_on_host);
+        EXPECT_TRUE(same_bits(run(split, ids, 12, 5, spec.n_vocab), expected));
+      }
+    }
+  }
+}
+
+// Single-token passes recorded once and replayed (HEADROOM_RECORD_PASSES=1) give the logits of
+// passes run op by op; the emulator checks that every replay drops exactly the recorded calls.
+TEST_P(DeviceLanes, RecordedPassesReplayTheSameCalls) {
+  const std::string shape = GetParam();
+  Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  ASSERT_TRUE(m.spec);
+  const model::Spec& spec = *m.spec;
+  bool moe = false;
+  for (const auto& l : spec.layers) moe = moe || l.is_moe();
+  if (moe) GTEST_SKIP() << "MoE passes read the routing back mid-pass and are never recorded";
+  const auto ids = testing_util::spread_token_ids(20);
+  util::ThreadPool pool(2);
+  const int64_t cols = model::max_matmul_cols(spec);
+  testing_util::EmulatedGpu plain_gpu(pool, 8, cols);
+  Loaded plain = load(*m.file, spec, plain_gpu, 8, DType::kF16);
+  const auto expected = run(plain, ids, 6, 6, spec.n_vocab);
+  EXPECT_EQ(plain_gpu.replays(), 0);
+
+  testing_util::ScopedEnv record("HEADROOM_RECORD_PASSES", "1");
+  testing_util::EmulatedGpu gpu(pool, 8, cols);
+  Loaded recorded = load(*m.file, spec, gpu, 8, DType::kF16);
+  const auto got = run(recorded, ids, 6, 6, spec.n_vocab);
+  EXPECT_TRUE(same_bits(got, expected));
+  // 14 single-token passes: the first recorded, the other 13 replayed.
+  EXPECT_EQ(gpu.replays(), 13);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DeviceLanes,
+                         ::testing::Values("stories260K", "tiny-e", "tiny-moe", "tiny-dense-keqv"),
+                         [](const auto& p) { return testing_util::test_name(p.param); });
+
+// A split between a layer and the layer whose KV cache it reads is refused with both named.
+TEST(DeviceLanesErrors, ASplitThroughKvSharingIsRefused) {
+  Model m = open_model("gemma4", "tiny-e");
+  ASSERT_TRUE(m.spec);
+  int bad = -1;
+  for (int n = 1; n < m.spec->n_layer && bad < 0; ++n) {
+    for (const auto& l : m.spec->layers) {
+      if ((l.il < n) != (l.kv_source < n)) bad = n;
+    }
+  }
+  ASSERT_GT(bad, 0) << "tiny-e has KV-sharing layers";
+  util::ThreadPool pool(1);
+  testing_util::EmulatedGpu gpu(pool, 8, model::max_matmul_cols(*m.spec));
+  auto cache =
+      kv::Cache::create(model::kv_layers(*m.spec), {.n_ctx = 16, .n_ubatch = 8}, &gpu, bad);
+  ASSERT_FALSE(cache.ok());
+  EXPECT_NE(cache.error().message().find("reads layer"), std::string::npos)
+      << cache.error().message();
+}
+
+// The emulator itself: a host pointer handed to a device op fails the pass with its name.
+TEST(DeviceLanesErrors, TheEmulatorNamesAHostPointer) {
+  util::ThreadPool pool(1);
+  testing_util::EmulatedGpu gpu(pool, 8, 64);
+  auto device = gpu.allocate(64 * sizeof(float));
+  ASSERT_TRUE(device.ok());
+  std::vector<float> host(64, 1.0f);
+  gpu.add(static_cast<float*>(*device), host.data(), 64);
+  auto s = gpu.synchronize();
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("add: x"), std::string::npos) << s.error().message();
+  gpu.release(*device);
+}
+
+}  // namespace

@@ -1,0 +1,119 @@
+// testing_util::EmulatedGpu — a kernels::Backend with memory of its own that computes on the CPU.
+// It stands in for a GPU so that the device paths of the model (weights placed, activations staged,
+// logits read back), of the KV cache (rows and views in device memory), of the engine (whole-GPU
+// and split plans) and recorded passes run in CI, where there is no GPU.
+//
+// Its ops are the CPU backend's, so its results are the CPU path's bit for bit. What it adds is
+// the device contract of kernels/ops.h, checked on every call:
+// - every pointer an op takes, and every pointer inside the KV views and destinations it reads,
+//   lies in memory this backend allocated (a host pointer would fault on a GPU);
+// - host data arrives only through upload() or upload_async() from allocate_host() memory, and an
+//   async copy reads its source when the stream reaches it — here, just before the next op,
+//   copy or synchronize — so a host array rewritten too early shows up as wrong results;
+// - a replayed recording is called exactly as it was recorded, with no synchronous copy between.
+// The first breach is kept as one line and returned by synchronize(), like a GPU's sticky error.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/backend.h"
+#include "kernels/ops.h"
+#include "util/thread_pool.h"
+
+namespace testing_util {
+
+class EmulatedGpu final : public kernels::Backend {
+ public:
+  EmulatedGpu(util::ThreadPool& pool, int max_tokens, int64_t max_cols);
+  // With a pool of its own (for an engine that creates its GPU backend itself).
+  EmulatedGpu(int threads, int max_tokens, int64_t max_cols);
+  ~EmulatedGpu() override;
+
+  std::string_view name() const override { return "emulated-gpu"; }
+  bool host_memory() const override { return false; }
+  util::Result<void*> allocate(size_t bytes) override;
+  void release(void* ptr) override;
+  util::Status upload(void* dst, const void* host_src, size_t bytes) override;
+  void upload_async(void* dst, const void* host_src, size_t bytes) override;
+  util::Result<void*> allocate_host(size_t bytes) override;
+  void release_host(void* ptr) override;
+  util::Status download(void* host_dst, const void* src, size_t bytes) override;
+  util::Status synchronize() override;
+
+  bool can_record() const override { return true; }
+  void begin_record() override;
+  util::Result<int> end_record() override;
+  void begin_replay() override;
+  void replay(int id) override;
+  void release_recording(int id) override;
+
+  void matmul(const kernels::Matrix& w, const float* x, float* y, int n_tokens) override;
+  void get_rows(const kernels::Matrix& table, const int32_t* ids, int n, float scale,
+                float* out) override;
+  void rmsnorm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows,
+               float eps) override;
+  void rope(float* x, int n_tokens, int n_head, int head_dim, const int32_t* pos,
+            const kernels::RopeParams& p) override;
+  void attention(const kernels::AttentionBatch& batch) override;
+  void store_kv(kernels::DType k_type, kernels::DType v_type, int kv_dim, const float* k,
+                const float* v, const kernels::KvWrite* dst, int n_tokens) override;
+  void add(float* y, const float* x, int64_t n) override;
+  void mul(float* y, const float* x, int64_t n) override;
+  void scale(float* y, float s, int64_t n) override;
+  void softcap(float* y, float cap, int64_t n) override;
+  void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows,
+                int64_t stride) override;
+  void gelu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows,
+                int64_t stride) override;
+  void copy(float* y, const float* x, int64_t n) override;
+  void moe_route(const float* logits, int n_tokens, int n_expert, int k, const float* expert_scale,
+                 int32_t* ids, float* weights) override;
+  void copy_rows(float* y, int64_t y_stride, const float* x, int64_t x_stride, int64_t n,
+                 int64_t n_rows) override;
+
+  // How many ops ran (replays count each recorded op), and how many calls a replay dropped.
+  int64_t ops_run() const { return ops_run_; }
+  int64_t replays() const { return replays_; }
+
+ private:
+  // An op as the stream runs it: its pointer checks, then the CPU backend's kernel.
+  void issue(std::string signature, std::function<void()> run);
+  void run_now(const std::function<void()>& run);
+  void flush_copies();
+  // Records the first breach of the contract.
+  void fail(std::string message);
+  // Whether [p, p + bytes) lies in one allocation of `regions`.
+  static bool inside(const std::map<uintptr_t, size_t>& regions, const void* p, size_t bytes);
+  // Device memory check for op arguments: null is allowed only where `may_be_null`.
+  void check(const char* op, const char* what, const void* p, size_t bytes,
+             bool may_be_null = false);
+  void check_spans(const kernels::AttentionBatch& batch);
+  void check_writes(const kernels::KvWrite* dst, int n_tokens, size_t k_row, size_t v_row);
+
+  std::unique_ptr<util::ThreadPool> own_pool_;
+  kernels::cpu::CpuBackend cpu_;
+  std::map<uintptr_t, size_t> device_, host_;  // allocations: begin → bytes
+  struct Copy {
+    void* dst;
+    const void* src;
+    size_t bytes;
+  };
+  std::vector<Copy> pending_;  // upload_async copies not yet reached by the stream
+  enum class Mode { kRun, kRecord, kReplay } mode_ = Mode::kRun;
+  struct Recording {
+    std::vector<std::string> signatures;
+    std::vector<std::function<void()>> steps;
+  };
+  std::vector<Recording> recordings_;  // by id; released ones are emptied
+  Recording current_;
+  size_t replay_index_ = 0;  // calls matched so far in begin_replay()
+  int64_t ops_run_ = 0, replays_ = 0;
+  std::string error_;
+};
+
+}  // namespace testing_util

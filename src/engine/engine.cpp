@@ -15,22 +15,15 @@ namespace engine {
 
 namespace {
 
-// What the engine runs of a plan that uses a GPU: the whole model there, or the first layers and
-// the per-layer-embedding table on the CPU (model/lanes.h). Expert weights on the host are not run
-// yet, and a what-if GPU (--assume-gpu) only when a backend for it is given (tests).
+// A plan that uses a GPU runs as planned — the whole model there, or split with the CPU
+// (model/lanes.h) — except for a what-if GPU (--assume-gpu), which runs only when a backend for it
+// is given (tests).
 util::Status check_gpu_plan(const plan::Plan& p, bool have_backend) {
   const plan::Device& gpu = p.compute_device();
   if (gpu.simulated && !have_backend) {
     return util::errorf(
         "the plan puts the model on {}, a GPU that is not here (--assume-gpu plans a what-if) — "
         "drop --assume-gpu to run",
-        gpu.name);
-  }
-  if (p.request.experts_on_host) {
-    return util::errorf(
-        "the plan keeps the MoE experts on the CPU beside {} (--experts-on-host), and runs split "
-        "that way are not implemented yet — drop --experts-on-host, or use --cpu-layers, or add "
-        "--backend cpu",
         gpu.name);
   }
   return {};
@@ -59,6 +52,7 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   r.reference_kernels = options.reference_kernels;
   r.n_cpu_layers = options.cpu_layers;
   r.ple_on_host = options.ple_on_host;
+  r.experts_on_host = options.experts_on_host;
   HR_ASSIGN_OR_RETURN(plan::Plan p, plan::plan_with_fit({*file, spec, devices}, r, options.fit));
   if (!p.fits) return util::Error(p.refusal());
   HR_ASSIGN_OR_RETURN(auto engine,
@@ -89,11 +83,15 @@ util::Result<std::unique_ptr<Engine>> Engine::create(
     const int index = e->plan_.compute_device().gpu_index;
     HR_ASSIGN_OR_RETURN(e->backend_, gpu_backend ? gpu_backend(index) : make_gpu_backend(index));
     const bool ple_on_host = r.ple_on_host && e->spec_.n_embd_per_layer > 0;
-    if (r.n_cpu_layers > 0 || ple_on_host) {
+    const bool experts_on_host =
+        r.experts_on_host && std::any_of(e->spec_.layers.begin(), e->spec_.layers.end(),
+                                         [](const model::LayerSpec& l) { return l.is_moe(); });
+    if (r.n_cpu_layers > 0 || ple_on_host || experts_on_host) {
       e->host_backend_ = cpu_backend();
       load.host = e->host_backend_.get();
       load.n_host_layers = r.n_cpu_layers;
       load.ple_on_host = ple_on_host;
+      load.experts_on_host = experts_on_host;
       first_gpu_layer = r.n_cpu_layers;
     }
   } else if (r.reference_kernels) {

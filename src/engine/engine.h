@@ -31,6 +31,7 @@ struct EngineOptions {
   bool reference_kernels = false;  // run the scalar reference backend (a baseline for benchmarks)
   int cpu_layers = 0;              // with a GPU: the first N layers run on the CPU
   bool ple_on_host = false;        // with a GPU: the per-layer-embedding table stays on the host
+  bool experts_on_host = false;    // with a GPU: MoE routers and experts run on the CPU
   plan::DeviceOptions devices{.probe = false};
   // The backend of GPU `index` (null: this build's, engine/gpu.h). Tests supply an emulated one,
   // which also runs plans for an --assume-gpu what-if.

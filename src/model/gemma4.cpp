@@ -51,7 +51,8 @@ struct Scratch {
   float *hb, *hb2;                 // [B][max n_ff]
   float *ple, *ple_tmp;            // [B][L·P] per-layer inputs (layer l at column l·P)
   float *ple_a, *ple_b;            // [B][P]
-  float *moe_in, *moe_out, *moe_acc, *moe_rows_in, *moe_rows_out;  // [B][H]
+  float *moe_in, *moe_out, *moe_acc, *moe_rows_in,
+      *moe_rows_out;  // [B][H]: router input, experts' input, their sum, rows per expert
   float *router_logits;            // [B][n_expert]
   float *expert_gu;                // [B][2F]
   float *expert_h;                 // [B][F]
@@ -193,21 +194,23 @@ util::Status Gemma4::bind(const gguf::File& file, kernels::Backend& ops,
     if (l.is_moe()) {
       MoeWeights& m = w.moe;
       const int64_t E = l.n_expert, F = l.n_ff_exp;
-      HR_ASSIGN_OR_RETURN(m.router, lb.matrix(name("ffn_gate_inp.weight"), H, E));
-      HR_ASSIGN_OR_RETURN(m.router_scale, lb.vector(name("ffn_gate_inp.scale"), H));
+      // The router and the experts (the planner's "experts" class) live where the experts run.
+      Binder& eb = *lanes_.of_experts(l.il).binder;
+      HR_ASSIGN_OR_RETURN(m.router, eb.matrix(name("ffn_gate_inp.weight"), H, E));
+      HR_ASSIGN_OR_RETURN(m.router_scale, eb.vector(name("ffn_gate_inp.scale"), H));
       HR_ASSIGN_OR_RETURN(m.pre_norm_2, lb.vector(name("pre_ffw_norm_2.weight"), H));
       HR_ASSIGN_OR_RETURN(m.post_norm_1, lb.vector(name("post_ffw_norm_1.weight"), H));
       HR_ASSIGN_OR_RETURN(m.post_norm_2, lb.vector(name("post_ffw_norm_2.weight"), H));
-      m.fused = lb.has(name("ffn_gate_up_exps.weight"));
+      m.fused = eb.has(name("ffn_gate_up_exps.weight"));
       if (m.fused) {
-        HR_ASSIGN_OR_RETURN(m.gate_up, lb.matrix(name("ffn_gate_up_exps.weight"), H, 2 * F, E));
+        HR_ASSIGN_OR_RETURN(m.gate_up, eb.matrix(name("ffn_gate_up_exps.weight"), H, 2 * F, E));
       } else {
-        HR_ASSIGN_OR_RETURN(m.gate, lb.matrix(name("ffn_gate_exps.weight"), H, F, E));
-        HR_ASSIGN_OR_RETURN(m.up, lb.matrix(name("ffn_up_exps.weight"), H, F, E));
+        HR_ASSIGN_OR_RETURN(m.gate, eb.matrix(name("ffn_gate_exps.weight"), H, F, E));
+        HR_ASSIGN_OR_RETURN(m.up, eb.matrix(name("ffn_up_exps.weight"), H, F, E));
       }
-      HR_ASSIGN_OR_RETURN(m.down, lb.matrix(name("ffn_down_exps.weight"), F, H, E));
+      HR_ASSIGN_OR_RETURN(m.down, eb.matrix(name("ffn_down_exps.weight"), F, H, E));
       m.expert_scale = nullptr;  // absent: every expert scale is 1 (§3.3b)
-      if (auto scale = lb.optional_vector(name("ffn_down_exps.scale"), E)) {
+      if (auto scale = eb.optional_vector(name("ffn_down_exps.scale"), E)) {
         HR_ASSIGN_OR_RETURN(m.expert_scale, std::move(*scale));
       }
     }
@@ -293,49 +296,57 @@ void Gemma4::ffn_dense(L& lane, const LayerSpec& l, const LayerWeights& w, int T
   ops.matmul(w.w_down, s.hb, s.xb2, T);
 }
 
-// §2.3 step 7, MoE (26B-A4B): xb2 = RMSNorm(dense; post_norm_1) + RMSNorm(Σ_j w_j·expert_j(e_in); post_norm_2).
-// Three inputs from the same h_mid: the router's weightless norm, pre_ffw_norm_2 for the experts,
-// ffn_norm for the dense MLP (§2.7).
+// §2.3 step 7, MoE (26B-A4B): xb2 = RMSNorm(dense; post_norm_1) + RMSNorm(Σ_j w_j·expert_j(e_in);
+// post_norm_2). Three inputs from the same h_mid: the router's weightless norm, pre_ffw_norm_2 for
+// the experts, ffn_norm for the dense MLP (§2.7). The router and the experts run on the experts'
+// lane (the host with experts_on_host): the two inputs go there and the experts' sum comes back.
 void Gemma4::ffn_moe(L& lane, const LayerSpec& l, const MoeWeights& m, int T) {
-  kernels::Backend& ops = *lane.ops;
-  Scratch& s = lane.s;
   const int64_t H = spec_.n_embd, F = l.n_ff_exp;
   const int K = l.n_expert_used;
-  ops.rmsnorm(s.xb2, m.post_norm_1, s.xb2, H, T, spec_.rms_eps);
-  // Router: logits = W_r · (RMSNorm0(h_mid) / √H ⊙ scale).
-  ops.rmsnorm(s.x, nullptr, s.moe_in, H, T, spec_.rms_eps);
-  ops.scale(s.moe_in, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
+  {
+    kernels::Backend& ops = *lane.ops;
+    Scratch& s = lane.s;
+    ops.rmsnorm(s.xb2, m.post_norm_1, s.xb2, H, T, spec_.rms_eps);
+    ops.rmsnorm(s.x, nullptr, s.moe_in, H, T, spec_.rms_eps);  // router input: RMSNorm0(h_mid) / √H
+    ops.scale(s.moe_in, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
+    ops.rmsnorm(s.x, m.pre_norm_2, s.moe_out, H, T, spec_.rms_eps);  // the experts' input
+  }
+  L& e = lanes_.of_experts(l.il);
+  lanes_.cross(lane, e, e.s.moe_in, lane.s.moe_in, T * H * sizeof(float));
+  lanes_.cross(lane, e, e.s.moe_out, lane.s.moe_out, T * H * sizeof(float));
+  kernels::Backend& ops = *e.ops;
+  Scratch& s = e.s;
+  // Router: logits = W_r · (router input ⊙ scale).
   for (int t = 0; t < T; ++t) ops.mul(s.moe_in + t * H, m.router_scale, H);
   ops.matmul(m.router, s.moe_in, s.router_logits, T);
   ops.moe_route(s.router_logits, T, l.n_expert, K, m.expert_scale, s.expert_ids, s.expert_weights);
-  // Experts, batched per expert over the tokens that chose it.
-  ops.rmsnorm(s.x, m.pre_norm_2, s.moe_in, H, T, spec_.rms_eps);
-  // The host dispatches tokens to experts: it reads the routing (from the device, on a GPU).
-  const int32_t* ids = lane.stage.read(s.expert_ids, T * K);
-  const float* weights = lane.stage.read(s.expert_weights, T * K);
-  int32_t* rows = lane.stage.host_rows(s.expert_rows);
+  // The host dispatches tokens to experts, batched per expert over the tokens that chose it: it
+  // reads the routing (from the device, on a GPU).
+  const int32_t* ids = e.stage.read(s.expert_ids, T * K);
+  const float* weights = e.stage.read(s.expert_weights, T * K);
+  int32_t* rows = e.stage.host_rows(s.expert_rows);
   // A token's first expert output is copied into its sum, the others added: the sums start from
   // nothing the previous pass (or, on a GPU, fresh device memory) left there — scaling leftovers
   // by 0 keeps a NaN a NaN.
   std::fill_n(moe_started_.begin(), T, 0);
-  for (int e = 0; e < l.n_expert; ++e) {
+  for (int ex = 0; ex < l.n_expert; ++ex) {
     int n = 0;
     for (int t = 0; t < T; ++t) {
       for (int j = 0; j < K; ++j) {
-        if (ids[t * K + j] == e) rows[n++] = t * K + j;
+        if (ids[t * K + j] == ex) rows[n++] = t * K + j;
       }
     }
     if (n == 0) continue;
-    for (int i = 0; i < n; ++i) ops.copy(s.moe_rows_in + i * H, s.moe_in + (rows[i] / K) * H, H);
+    for (int i = 0; i < n; ++i) ops.copy(s.moe_rows_in + i * H, s.moe_out + (rows[i] / K) * H, H);
     if (m.fused) {
-      ops.matmul(m.gate_up.rows(e * 2 * F, 2 * F), s.moe_rows_in, s.expert_gu, n);
+      ops.matmul(m.gate_up.rows(ex * 2 * F, 2 * F), s.moe_rows_in, s.expert_gu, n);
       ops.gelu_mul(s.expert_gu, s.expert_gu + F, s.expert_h, F, n, 2 * F);
     } else {
-      ops.matmul(m.gate.rows(e * F, F), s.moe_rows_in, s.expert_gu, n);
-      ops.matmul(m.up.rows(e * F, F), s.moe_rows_in, s.expert_gu + n * F, n);
+      ops.matmul(m.gate.rows(ex * F, F), s.moe_rows_in, s.expert_gu, n);
+      ops.matmul(m.up.rows(ex * F, F), s.moe_rows_in, s.expert_gu + n * F, n);
       ops.gelu_mul(s.expert_gu, s.expert_gu + n * F, s.expert_h, F, n, F);
     }
-    ops.matmul(m.down.rows(e * H, H), s.expert_h, s.moe_rows_out, n);
+    ops.matmul(m.down.rows(ex * H, H), s.expert_h, s.moe_rows_out, n);
     for (int i = 0; i < n; ++i) {
       float* row = s.moe_rows_out + i * H;
       ops.scale(row, weights[rows[i]], H);
@@ -348,8 +359,9 @@ void Gemma4::ffn_moe(L& lane, const LayerSpec& l, const MoeWeights& m, int T) {
       }
     }
   }
-  ops.rmsnorm(s.moe_acc, m.post_norm_2, s.moe_acc, H, T, spec_.rms_eps);
-  ops.add(s.xb2, s.moe_acc, T * H);
+  lanes_.cross(e, lane, lane.s.moe_acc, s.moe_acc, T * H * sizeof(float));
+  lane.ops->rmsnorm(lane.s.moe_acc, m.post_norm_2, lane.s.moe_acc, H, T, spec_.rms_eps);
+  lane.ops->add(lane.s.xb2, lane.s.moe_acc, T * H);
 }
 
 // §2.2 (inside layer l): x += RMSNorm(proj · (gelu(inp_gate · x) ⊙ p_l); post_norm).

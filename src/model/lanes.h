@@ -1,7 +1,8 @@
 // model::Lanes — the backends one forward pass runs on. A model runs on one lane (the backend
 // load_model was given) unless LoadOptions splits it: then layers [0, n_host_layers) — and, with
-// ple_on_host, Gemma 4's per-layer-embedding lookup — run on a host lane (options.host, the CPU
-// backend, in host memory) and everything else on the main lane (a GPU). Each lane has its own
+// ple_on_host, Gemma 4's per-layer-embedding lookup, with experts_on_host the MoE experts — run on
+// a host lane (options.host, the CPU backend, in host memory) and everything else on the main
+// lane (a GPU). Each lane has its own
 // staging (Stage), activations and tensor binding; where consecutive steps change lanes the
 // activations they hand over cross with one copy (Lanes::cross), the copies the planner counts.
 #pragma once
@@ -39,7 +40,8 @@ class Lanes {
                     const LoadOptions& options) {
     n_host_layers_ = options.host != nullptr ? options.n_host_layers : 0;
     ple_on_host_ = options.host != nullptr && options.ple_on_host;
-    const bool split = n_host_layers_ > 0 || ple_on_host_;
+    experts_on_host_ = options.host != nullptr && options.experts_on_host;
+    const bool split = n_host_layers_ > 0 || ple_on_host_ || experts_on_host_;
     if (split && !options.host->host_memory()) {
       return util::errorf(
           "model: the host lane needs a backend that computes in host memory, not {}",
@@ -83,6 +85,8 @@ class Lanes {
   // Where layer il runs, and where the per-layer-embedding table is looked up.
   L& of_layer(int il) { return il < n_host_layers_ ? lanes_[1] : lanes_[0]; }
   L& of_ple_table() { return ple_on_host_ ? lanes_[1] : lanes_[0]; }
+  // Where the MoE experts of layer il run: the host lane with experts_on_host, else the layer's.
+  L& of_experts(int il) { return experts_on_host_ ? lanes_[1] : of_layer(il); }
 
   void begin(const Batch& batch, kv::Cache& cache) {
     for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.begin(batch, cache);
@@ -129,6 +133,7 @@ class Lanes {
   int n_lanes_ = 1;
   int n_host_layers_ = 0;
   bool ple_on_host_ = false;
+  bool experts_on_host_ = false;
   util::Status error_;
 };
 

@@ -48,11 +48,13 @@ struct LoadOptions {
   // Null: weights stay in the host mapping, or go to the backend's memory when it has its own.
   TensorPlacer* placer = nullptr;
   // Split runs (model/lanes.h): `host`, a backend computing in host memory, runs layers
-  // [0, n_host_layers) and, with ple_on_host, the per-layer-embedding lookup, on weights in the
-  // file mapping; the device backend given to load_model runs the rest. Null: no split.
+  // [0, n_host_layers), with ple_on_host the per-layer-embedding lookup and with experts_on_host
+  // the MoE experts, on weights in the file mapping; the device backend given to load_model runs
+  // the rest. Null: no split.
   kernels::Backend* host = nullptr;
   int n_host_layers = 0;
   bool ple_on_host = false;
+  bool experts_on_host = false;
 };
 
 // Binds weights and builds the architecture's forward pass on `backend`.

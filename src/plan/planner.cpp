@@ -217,7 +217,8 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   if (has_gpu) {
     // What crosses per token (model/lanes.h): with layers on the CPU the residual stream goes
     // there and back, and the per-layer inputs go there once; the per-layer-embedding rows come
-    // up from a host table; experts on the host take their input down and output up per layer.
+    // up from a host table; experts on the host take the router's and their own input down and
+    // their sum up, per MoE layer.
     const double x = spec.n_embd * 4.0, ple = 4.0 * spec.n_embd_per_layer * spec.n_layer;
     const double link = p.devices[1].link_bandwidth;
     constexpr double kLatency = 10e-6;  // per copy
@@ -225,7 +226,9 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
     double t = 0;
     if (r.n_cpu_layers > 0) t += 2 * copy(x) + (ple > 0 ? copy(ple) : 0);
     if (r.ple_on_host && ple > 0) t += copy(ple);
-    if (r.experts_on_host) t += 2 * spec.n_layer * copy(x);
+    if (r.experts_on_host) {
+      for (const auto& l : spec.layers) t += l.is_moe() ? 3 * copy(x) : 0;
+    }
     p.prediction.transfer_seconds = t;
   }
   double seconds = p.prediction.transfer_seconds;

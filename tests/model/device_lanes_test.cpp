@@ -31,13 +31,14 @@ struct Loaded {
 // ple_on_host) run there, and the cache keeps those layers in host memory.
 Loaded load(const gguf::File& file, const model::Spec& spec, kernels::Backend& ops, int ubatch,
             DType kv_type, kernels::Backend* host = nullptr, int n_host_layers = 0,
-            bool ple_on_host = false) {
+            bool ple_on_host = false, bool experts_on_host = false) {
   Loaded r;
   auto m = model::load_model(file, spec, ops,
                              {.max_batch = ubatch,
                               .host = host,
                               .n_host_layers = n_host_layers,
-                              .ple_on_host = ple_on_host});
+                              .ple_on_host = ple_on_host,
+                              .experts_on_host = experts_on_host});
   EXPECT_TRUE(m.ok()) << m.error().message();
   if (!m.ok()) return r;
   r.model = std::move(*m);
@@ -118,7 +119,8 @@ class DeviceLanes : public ::testing::TestWithParam<std::string> {};
 
 // Whole-device and split passes give the CPU path's logits bit for bit, for a prompt longer than
 // the sliding window, prefilled in micro-batches of 5 and then decoded token by token, with f16
-// and q8_0 KV caches, at every split that keeps KV-sharing layers together.
+// and q8_0 KV caches, at every split that keeps KV-sharing layers together, with and without the
+// PLE table and the MoE experts on the host.
 TEST_P(DeviceLanes, WholeAndSplitPassesGiveTheCpuLogits) {
   const std::string shape = GetParam();
   Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
@@ -137,14 +139,21 @@ TEST_P(DeviceLanes, WholeAndSplitPassesGiveTheCpuLogits) {
       Loaded whole = load(*m.file, spec, gpu, 8, kv);
       EXPECT_TRUE(same_bits(run(whole, ids, 12, 5, spec.n_vocab), expected)) << "whole device";
     }
-    for (int n : valid_splits(spec)) {
-      for (bool ple_on_host : {false, true}) {
-        if (ple_on_host && spec.n_embd_per_layer == 0) continue;
+    bool moe = false;
+    for (const auto& l : spec.layers) moe = moe || l.is_moe();
+    std::vector<int> splits = valid_splits(spec);
+    splits.insert(splits.begin(), 0);  // 0: no layer on the host, only the tables below
+    for (int n : splits) {
+      for (int what = 0; what < 4; ++what) {
+        const bool ple_on_host = what & 1, experts_on_host = what & 2;
+        if ((ple_on_host && spec.n_embd_per_layer == 0) || (experts_on_host && !moe)) continue;
+        if (n == 0 && what == 0) continue;  // the whole-device case above
         SCOPED_TRACE("split after " + std::to_string(n) + " layers" +
-                     (ple_on_host ? ", PLE table on the host" : ""));
+                     (ple_on_host ? ", PLE table on the host" : "") +
+                     (experts_on_host ? ", experts on the host" : ""));
         testing_util::EmulatedGpu gpu(pool, 8, cols);
         kernels::cpu::CpuBackend host(pool, 8, cols);
-        Loaded split = load(*m.file, spec, gpu, 8, kv, &host, n, ple_on_host);
+        Loaded split = load(*m.file, spec, gpu, 8, kv, &host, n, ple_on_host, experts_on_host);
         EXPECT_TRUE(same_bits(run(split, ids, 12, 5, spec.n_vocab), expected));
       }
     }

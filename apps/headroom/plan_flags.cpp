@@ -39,11 +39,12 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
                   "GPU memory budget, e.g. 6G (default: the driver's free memory minus a margin)");
   cmd->add_option("--assume-gpu", f.assume_gpu,
                   "Plan for a GPU that is not here: MEM[@GB/s], e.g. 8G@300");
-  cmd->add_option("--cpu-layers", f.cpu_layers, "With a GPU: keep the first N layers on the CPU");
+  cmd->add_option("--cpu-layers", f.cpu_layers,
+                  "With a GPU: run the first N layers on the CPU (weights and KV cache in RAM)");
   cmd->add_flag("--ple-on-host", f.ple_on_host,
-                "With a GPU: keep Gemma 4's per-layer embedding table on the host");
+                "With a GPU: keep Gemma 4's per-layer embedding table on the host (looked up there)");
   cmd->add_flag("--experts-on-host", f.experts_on_host,
-                "With a GPU: keep MoE expert weights on the host");
+                "With a GPU: keep MoE routers and experts on the host (they run on the CPU)");
   cmd->add_flag("--fit", f.fit,
                 "If the request does not fit, apply the fastest change that does (and say so)");
   add_kernel_flags(cmd, f.kernels);

@@ -163,7 +163,7 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
   }
   c.reserved_.assign(config.n_slots, 0);
   c.tables_changed_.assign(config.n_slots, 1);
-  c.cells_changed_.assign(config.n_slots, 1);
+  c.cells_changed_.assign(c.groups_.size(), std::vector<std::pair<int, int>>(config.n_slots, {0, 0}));
   if (device != nullptr) HR_TRY(c.allocate_device_views());
   return c;
 }
@@ -193,12 +193,14 @@ util::Status Cache::allocate_device_views() {
 util::Status Cache::sync() {
   if (device_ == nullptr) return {};
   for (int slot = 0; slot < config_.n_slots; ++slot) {
-    if (cells_changed_[slot]) {
-      for (size_t g = 0; g < groups_.size(); ++g) {
-        const auto& cells = cell_pos_[g][slot];
-        HR_TRY(device_->upload(device_cell_pos_[g][slot].get(), cells.data(),
-                               cells.size() * sizeof(int32_t)));
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      auto& [first, last] = cells_changed_[g][slot];
+      if (first < last) {
+        HR_TRY(device_->upload(device_cell_pos_[g][slot].get<int32_t>() + first,
+                               cell_pos_[g][slot].data() + first,
+                               static_cast<size_t>(last - first) * sizeof(int32_t)));
       }
+      first = last = 0;
     }
     if (tables_changed_[slot]) {
       for (const auto& l : layers_) {
@@ -215,7 +217,7 @@ util::Status Cache::sync() {
         HR_TRY(device_->upload(v.device_span.get(), &span, sizeof(span)));
       }
     }
-    cells_changed_[slot] = tables_changed_[slot] = 0;
+    tables_changed_[slot] = 0;
   }
   return {};
 }
@@ -278,12 +280,24 @@ void Cache::refresh_views(int slot) {
     v.span.cell_pos = cell_pos_[s.group][slot].data();
     v.span.n_cells = static_cast<int>(cell_pos_[s.group][slot].size());
   }
-  tables_changed_[slot] = cells_changed_[slot] = 1;
+  tables_changed_[slot] = 1;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    cells_changed_[g][slot] = {0, static_cast<int>(cell_pos_[g][slot].size())};
 }
 
 void Cache::set_position(int slot, int32_t pos) {
-  for (size_t g = 0; g < groups_.size(); ++g) cell_pos_[g][slot][cell_of(static_cast<int>(g), pos)] = pos;
-  cells_changed_[slot] = 1;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const int cell = cell_of(static_cast<int>(g), pos);
+    cell_pos_[g][slot][cell] = pos;
+    auto& [first, last] = cells_changed_[g][slot];
+    if (first < last) {
+      first = std::min(first, cell);
+      last = std::max(last, cell + 1);
+    } else {
+      first = cell;
+      last = cell + 1;
+    }
+  }
 }
 
 kernels::KvWrite Cache::destination(int il, int slot, int32_t pos) {

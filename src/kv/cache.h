@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "kernels/buffer.h"
@@ -115,7 +116,10 @@ class Cache {
   kernels::Backend* device_ = nullptr;              // null: a host cache
   int first_device_layer_ = 0;                      // layers from here on use device_
   std::vector<std::vector<kernels::Buffer>> device_cell_pos_;  // [group][slot], at their longest
-  std::vector<char> tables_changed_, cells_changed_;           // per slot, since the last sync()
+  std::vector<char> tables_changed_;                           // per slot, since the last sync()
+  // [group][slot]: the cells whose positions changed since the last sync(), [first, last) — a
+  // decode pass changes one, so sync() uploads that one instead of the slot's whole array.
+  std::vector<std::vector<std::pair<int, int>>> cells_changed_;
 };
 
 }  // namespace kv

@@ -240,13 +240,7 @@ DotKernel kernel(DType weight) {
 }  // namespace avx2
 #pragma GCC pop_options
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")
-// GCC 12's 512-bit intrinsics start from _mm512_undefined_*(), which its own uninitialized-value
-// warnings then report (GCC bug 105593, fixed in 13).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+HR_AVX512_VNNI_BEGIN
 namespace avx512 {
 #include "kernels/cpu/dot_kquant_avx512.inc"
 
@@ -265,8 +259,7 @@ DotKernel kernel(DType weight) {
   }
 }
 }  // namespace avx512
-#pragma GCC diagnostic pop
-#pragma GCC pop_options
+HR_AVX512_VNNI_END
 #endif
 
 }  // namespace

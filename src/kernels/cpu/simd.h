@@ -12,6 +12,15 @@
 #define HR_HAS_AVX2_PATH 1
 #define HR_AVX2 __attribute__((target("avx2,fma,f16c")))
 #define HR_AVX512 __attribute__((target("avx2,fma,f16c,avx512f")))
+// The region of a file compiled for the AVX-512 VNNI kernels (dot_simple.cpp, dot_kquant.cpp).
+// GCC 12's 512-bit intrinsics start from _mm512_undefined_*(), which its own uninitialized-value
+// warnings then report (GCC bug 105593, fixed in 13), so those are off inside.
+#define HR_AVX512_VNNI_BEGIN                                                                   \
+  _Pragma("GCC push_options")                                                                  \
+      _Pragma("GCC target(\"avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni\")")            \
+          _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
+              _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define HR_AVX512_VNNI_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
 #else
 #define HR_HAS_AVX2_PATH 0
 #endif

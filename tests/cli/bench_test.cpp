@@ -29,6 +29,17 @@ TEST(Bench, ReportsPromptAndGenerationSpeedAndTheBytesThePlanPredicts) {
   EXPECT_GT(pp["tokens_per_second"].get<double>(), 0);
   EXPECT_GT(tg["tokens_per_second"].get<double>(), 0);
   EXPECT_GE(tg["sd"].get<double>(), 0);
+  // The kernels' ceiling from cache: the shipped model is all F32, so the mix is F32's rate, and
+  // the ceiling is the weight bytes of a token at that rate.
+  const double f32_gbps = bench["decode_kernel_gbps_in_cache"]["F32"].get<double>();
+  EXPECT_GT(f32_gbps, 0);
+  EXPECT_DOUBLE_EQ(bench["decode_kernel_mix_gbps_in_cache"].get<double>(), f32_gbps);
+  EXPECT_GT(bench["decode_kernel_gbps_from_memory"]["F32"].get<double>(), 0);
+  EXPECT_GT(bench["matmul_only_tokens_per_second"].get<double>(), 0);
+  EXPECT_NEAR(tg["compute_share"].get<double>(),
+              tg["tokens_per_second"].get<double>() /
+                  bench["compute_ceiling_tokens_per_second"].get<double>(),
+              1e-12);
 
   // The plan of the same request (context = 16 + 1): bench's bytes per token are the plan's at
   // depth 0 plus the KV cells of the 4 positions the middle of the generated run attends beyond it.
@@ -44,6 +55,9 @@ TEST(Bench, ReportsPromptAndGenerationSpeedAndTheBytesThePlanPredicts) {
 TEST(Bench, TheScalarReferenceIsAvailableAsABaseline) {
   const auto bench = run_json("bench -r 1 -p 8 -n 4 --backend ref --json");
   EXPECT_NE(bench["kernels"].get<std::string>().find("ref kernels"), std::string::npos);
+  // The SIMD kernels' ceiling says nothing about the reference backend: not measured.
+  EXPECT_EQ(bench["compute_ceiling_tokens_per_second"].get<double>(), 0);
+  EXPECT_EQ(bench["matmul_only_tokens_per_second"].get<double>(), 0);
 }
 
 TEST(Bench, BadArgumentsGetOneLine) {

@@ -432,4 +432,29 @@ TEST_P(CpuLevel, MatmulMatchesTheReferenceOnAnyThreadsAndBatch) {
   }
 }
 
+// The bench's kernel ceilings: every type with a dot kernel gets a positive, finite decode rate
+// from cache at this level (and, at the CPU's own level, from memory); types decoded through f32
+// rows get none (the bench then says so instead of guessing). No speed is asserted: speed is the
+// benchmarks' business.
+TEST_P(CpuLevel, DecodeRateIsMeasuredForEveryKernelType) {
+  using kernels::cpu::Residence;
+  util::ThreadPool pool(2);
+  for (const Case& c : kCases) {
+    const double rate = kernels::cpu::decode_rate(c.type, Residence::kCache, pool, level());
+    EXPECT_GT(rate, 0) << tensor::dtype_name(c.type);
+    EXPECT_TRUE(std::isfinite(rate)) << tensor::dtype_name(c.type);
+  }
+  if (level() == kernels::cpu::cpu_isa()) {
+    for (DType t : {DType::kQ8_0, DType::kQ4_K}) {
+      const double rate = kernels::cpu::decode_rate(t, Residence::kMemory, pool, level());
+      EXPECT_GT(rate, 0) << tensor::dtype_name(t);
+      EXPECT_TRUE(std::isfinite(rate)) << tensor::dtype_name(t);
+    }
+  }
+  for (DType t : kDequantizedTypes) {
+    EXPECT_EQ(kernels::cpu::decode_rate(t, Residence::kCache, pool, level()), 0)
+        << tensor::dtype_name(t);
+  }
+}
+
 }  // namespace

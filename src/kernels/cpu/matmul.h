@@ -27,4 +27,13 @@ size_t matmul_scratch_bytes(int max_tokens, int64_t max_cols, int n_threads);
 void matmul(const Matrix& w, const float* x, float* y, int n_tokens, util::ThreadPool& pool,
             void* scratch, Isa isa = cpu_isa());
 
+// Weight bytes per second that decode (one token) reaches for `type` on every thread of `pool`:
+// - kCache: each thread re-reads its own ~160 KiB of rows with the dot kernel — the kernels'
+//   ceiling with memory taken out, which tells compute-bound decode from bandwidth-bound;
+// - kMemory: matmul() of one token over a 256 MiB matrix — the kernels streaming from memory as
+//   decode does, without the rest of a model's step around them.
+// Takes ~30 ms (kCache) or a few hundred (kMemory). 0 when no level has a dot kernel for the type.
+enum class Residence { kCache, kMemory };
+double decode_rate(DType type, Residence where, util::ThreadPool& pool, Isa isa = cpu_isa());
+
 }  // namespace kernels::cpu

@@ -337,9 +337,9 @@ void add_bench(CLI::App& app, int& exit_code) {
                                      "takes the cycles");
       } else if (matmul_tps < 0.8 * roofline_tps && tps >= 0.8 * matmul_tps) {
         std::printf(
-            "Kernel-bound: the kernels stream from memory at %.0f%% of the probe's rate (it only "
-            "reads; they also unpack and multiply, and %d threads keep too few loads in flight "
-            "to hide the rest); the steps around them cost little.\n",
+            "Kernel-bound: on their own the kernels stream from memory at %.0f%% of the probe's "
+            "rate on %d threads (the probe only reads; the kernels also unpack and multiply "
+            "between loads); the steps around them cost little.\n",
             100 * matmul_tps / roofline_tps, threads);
       } else {
         std::printf(

@@ -41,8 +41,9 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
                   "Plan for a GPU that is not here: MEM[@GB/s], e.g. 8G@300");
   cmd->add_option("--cpu-layers", f.cpu_layers,
                   "With a GPU: run the first N layers on the CPU (weights and KV cache in RAM)");
-  cmd->add_flag("--ple-on-host", f.ple_on_host,
-                "With a GPU: keep Gemma 4's per-layer embedding table on the host (looked up there)");
+  cmd->add_flag(
+      "--ple-on-host", f.ple_on_host,
+      "With a GPU: keep Gemma 4's per-layer embedding table on the host (looked up there)");
   cmd->add_flag("--experts-on-host", f.experts_on_host,
                 "With a GPU: keep MoE routers and experts on the host (they run on the CPU)");
   cmd->add_flag("--fit", f.fit,

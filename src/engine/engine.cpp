@@ -70,7 +70,8 @@ util::Result<std::unique_ptr<Engine>> Engine::create(
   e->spec_ = std::move(spec);
   e->plan_ = std::move(plan);
   const plan::Request& r = e->plan_.request;
-  e->pool_ = std::make_unique<util::ThreadPool>(r.n_threads > 0 ? r.n_threads : plan::physical_cores());
+  e->pool_ =
+      std::make_unique<util::ThreadPool>(r.n_threads > 0 ? r.n_threads : plan::physical_cores());
   const bool on_gpu = e->plan_.uses_gpu();
   auto cpu_backend = [&] {
     return std::make_unique<kernels::cpu::CpuBackend>(*e->pool_, e->n_ubatch(),
@@ -106,16 +107,19 @@ util::Result<std::unique_ptr<Engine>> Engine::create(
   return e;
 }
 
-util::Status Engine::eval(int slot, std::span<const int32_t> ids, int n_past, bool all_logits, bool one_by_one,
-                          std::vector<float>& logits) {
+util::Status Engine::eval(int slot, std::span<const int32_t> ids, int n_past, bool all_logits,
+                          bool one_by_one, std::vector<float>& logits) {
   const int n = static_cast<int>(ids.size());
   const int n_vocab = spec_.n_vocab;
   if (n_past + n > n_ctx()) {
-    return util::errorf("{} tokens do not fit the context of {} ({} already held) — raise --ctx or shorten the "
-                        "prompt", n, n_ctx(), n_past);
+    return util::errorf(
+        "{} tokens do not fit the context of {} ({} already held) — raise --ctx or shorten the "
+        "prompt",
+        n, n_ctx(), n_past);
   }
   for (int32_t id : ids) {
-    if (id < 0 || id >= n_vocab) return util::errorf("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1);
+    if (id < 0 || id >= n_vocab)
+      return util::errorf("token id {} is outside the vocabulary (0..{})", id, n_vocab - 1);
   }
   if (!cache_.reserve(slot, n_past + n)) {
     return util::errorf("the KV cache has no room for {} more positions in slot {}", n, slot);
@@ -127,9 +131,11 @@ util::Status Engine::eval(int slot, std::span<const int32_t> ids, int n_past, bo
   for (int start = 0; start < n; start += step) {
     const int m = std::min(step, n - start);
     for (int i = 0; i < m; ++i) pos[i] = n_past + start + i;
-    model::Batch batch{.tokens = ids.subspan(start, m), .pos = std::span(pos).first(m),
+    model::Batch batch{.tokens = ids.subspan(start, m),
+                       .pos = std::span(pos).first(m),
                        .slot = std::span(slots).first(m),
-                       .output = all_logits ? std::span<const uint8_t>(output).first(m) : std::span<const uint8_t>()};
+                       .output = all_logits ? std::span<const uint8_t>(output).first(m)
+                                            : std::span<const uint8_t>()};
     float* out = all_logits ? logits.data() + static_cast<size_t>(start) * n_vocab : logits.data();
     HR_TRY(model_->forward(batch, cache_, out));
   }
@@ -149,8 +155,10 @@ Verification Engine::verify() const {
     weights.allocated += t->n_bytes;
     weights.resident += util::resident_bytes(t->data.data(), t->data.size());
   }
-  MemoryCheck kv{.name = "kv cache", .planned = plan_.bytes_of(plan::ItemKind::kKvCache),
-                 .allocated = cache_.bytes_allocated(), .resident = cache_.bytes_resident()};
+  MemoryCheck kv{.name = "kv cache",
+                 .planned = plan_.bytes_of(plan::ItemKind::kKvCache),
+                 .allocated = cache_.bytes_allocated(),
+                 .resident = cache_.bytes_resident()};
   MemoryCheck act{.name = "activations",
                   .planned = plan_.bytes_of(plan::ItemKind::kActivations),
                   .allocated = model_->workspace_bytes() + backend_->scratch_bytes() +
@@ -168,11 +176,12 @@ Verification Engine::verify() const {
 }
 
 std::string Verification::format() const {
-  std::string out = fmt::format("{:<14} {:>12} {:>12} {:>12} {:>9}\n", "class", "planned", "allocated", "resident",
-                                "alloc/plan");
+  std::string out = fmt::format("{:<14} {:>12} {:>12} {:>12} {:>9}\n", "class", "planned",
+                                "allocated", "resident", "alloc/plan");
   for (const auto& c : classes) {
-    out += fmt::format("{:<14} {:>12} {:>12} {:>12} {:>8.2f}%\n", c.name, util::format_bytes(c.planned),
-                       util::format_bytes(c.allocated), util::format_bytes(c.resident),
+    out += fmt::format("{:<14} {:>12} {:>12} {:>12} {:>8.2f}%\n", c.name,
+                       util::format_bytes(c.planned), util::format_bytes(c.allocated),
+                       util::format_bytes(c.resident),
                        c.planned ? 100.0 * c.allocated / c.planned : 100.0);
   }
   out += fmt::format("process RSS grew {} since loading began, {} at its peak (planned total {})\n",

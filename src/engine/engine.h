@@ -14,20 +14,20 @@
 #include "model/model.h"
 #include "model/spec.h"
 #include "plan/planner.h"
-#include "util/thread_pool.h"
 #include "util/result.h"
+#include "util/thread_pool.h"
 
 namespace engine {
 
 struct EngineOptions {
   std::string model_path;
-  int n_ctx = 0;        // 0: the model's training context, capped at 4096
-  int n_ubatch = 512;   // micro-batch size for prefill
-  int n_slots = 1;      // sequences held at once
+  int n_ctx = 0;       // 0: the model's training context, capped at 4096
+  int n_ubatch = 512;  // micro-batch size for prefill
+  int n_slots = 1;     // sequences held at once
   tensor::DType k_type = tensor::DType::kF16;
   tensor::DType v_type = tensor::DType::kF16;
-  bool fit = false;     // apply the fastest alternative when the request does not fit
-  int n_threads = 0;    // CPU threads (0 = physical cores)
+  bool fit = false;                // apply the fastest alternative when the request does not fit
+  int n_threads = 0;               // CPU threads (0 = physical cores)
   bool reference_kernels = false;  // run the scalar reference backend (a baseline for benchmarks)
   int cpu_layers = 0;              // with a GPU: the first N layers run on the CPU
   bool ple_on_host = false;        // with a GPU: the per-layer-embedding table stays on the host
@@ -52,9 +52,12 @@ struct Verification {
   uint64_t allocated_total = 0;
   uint64_t rss_before_load = 0;
   uint64_t rss_now = 0;
-  uint64_t rss_peak = 0;  // the process's highest RSS since loading began (see util::reset_peak_rss)
+  uint64_t rss_peak =
+      0;  // the process's highest RSS since loading began (see util::reset_peak_rss)
   uint64_t rss_growth() const { return rss_now > rss_before_load ? rss_now - rss_before_load : 0; }
-  uint64_t peak_growth() const { return rss_peak > rss_before_load ? rss_peak - rss_before_load : 0; }
+  uint64_t peak_growth() const {
+    return rss_peak > rss_before_load ? rss_peak - rss_before_load : 0;
+  }
   std::string format() const;
 };
 
@@ -81,8 +84,8 @@ class Engine {
   // Evaluates `ids` for `slot` at positions n_past.. in micro-batches (or one token at a time
   // when `one_by_one`). Writes the last position's logits to `logits` [n_vocab], or every
   // position's ([ids.size()][n_vocab]) when `all_logits`.
-  util::Status eval(int slot, std::span<const int32_t> ids, int n_past, bool all_logits, bool one_by_one,
-                    std::vector<float>& logits);
+  util::Status eval(int slot, std::span<const int32_t> ids, int n_past, bool all_logits,
+                    bool one_by_one, std::vector<float>& logits);
 
   // Compares what the allocators hold, and which of it is resident, with the plan, per class.
   Verification verify() const;

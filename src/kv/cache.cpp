@@ -8,11 +8,14 @@
 namespace kv {
 namespace {
 
-int div_up(int a, int b) { return (a + b - 1) / b; }
+int div_up(int a, int b) {
+  return (a + b - 1) / b;
+}
 
 int group_of(const std::vector<GroupGeometry>& groups, const LayerGeometry& l) {
   for (size_t g = 0; g < groups.size(); ++g) {
-    if (groups[g].sliding == l.sliding && groups[g].window == (l.sliding ? l.window : 0)) return static_cast<int>(g);
+    if (groups[g].sliding == l.sliding && groups[g].window == (l.sliding ? l.window : 0))
+      return static_cast<int>(g);
   }
   return -1;
 }
@@ -22,8 +25,8 @@ int group_of(const std::vector<GroupGeometry>& groups, const LayerGeometry& l) {
 util::Result<std::vector<GroupGeometry>> plan_groups(const std::vector<LayerGeometry>& layers,
                                                      const CacheConfig& config) {
   if (config.n_ctx <= 0 || config.n_slots <= 0 || config.n_ubatch <= 0 || config.block_cells <= 0) {
-    return util::errorf("KV cache: context {}, slots {}, micro-batch {} must all be positive", config.n_ctx,
-                        config.n_slots, config.n_ubatch);
+    return util::errorf("KV cache: context {}, slots {}, micro-batch {} must all be positive",
+                        config.n_ctx, config.n_slots, config.n_ubatch);
   }
   std::vector<GroupGeometry> groups;
   for (const auto& l : layers) {
@@ -42,43 +45,49 @@ util::Result<std::vector<GroupGeometry>> plan_groups(const std::vector<LayerGeom
       groups.push_back(geo);
       g = static_cast<int>(groups.size()) - 1;
     }
-    groups[g].bytes_per_block += static_cast<size_t>(config.block_cells) *
-                                 (row_bytes(config.k_type, l.kv_dim()) + row_bytes(config.v_type, l.kv_dim()));
+    groups[g].bytes_per_block +=
+        static_cast<size_t>(config.block_cells) *
+        (row_bytes(config.k_type, l.kv_dim()) + row_bytes(config.v_type, l.kv_dim()));
   }
   return groups;
 }
 
-util::Result<size_t> storage_bytes(const std::vector<LayerGeometry>& layers, const CacheConfig& config) {
+util::Result<size_t> storage_bytes(const std::vector<LayerGeometry>& layers,
+                                   const CacheConfig& config) {
   HR_ASSIGN_OR_RETURN(auto groups, plan_groups(layers, config));
   size_t total = 0;
   for (const auto& g : groups) total += g.bytes_per_block * static_cast<size_t>(g.n_blocks);
   return total;
 }
 
-util::Result<size_t> bookkeeping_bytes(const std::vector<LayerGeometry>& layers, const CacheConfig& config) {
+util::Result<size_t> bookkeeping_bytes(const std::vector<LayerGeometry>& layers,
+                                       const CacheConfig& config) {
   HR_ASSIGN_OR_RETURN(auto groups, plan_groups(layers, config));
   size_t total = 0;
   for (const auto& g : groups) {
     const size_t blocks = static_cast<size_t>(g.blocks_per_sequence) * config.n_slots;
-    total += blocks * sizeof(int32_t);                                  // block tables
-    total += blocks * config.block_cells * sizeof(int32_t);             // cell positions
+    total += blocks * sizeof(int32_t);                       // block tables
+    total += blocks * config.block_cells * sizeof(int32_t);  // cell positions
   }
   for (const auto& l : layers) {
     if (!l.owns()) continue;
     for (const auto& g : groups) {
       if (g.sliding == l.sliding && g.window == (l.sliding ? l.window : 0)) {
-        total += static_cast<size_t>(g.blocks_per_sequence) * config.n_slots * 2 * sizeof(void*);  // block pointers
+        total += static_cast<size_t>(g.blocks_per_sequence) * config.n_slots * 2 *
+                 sizeof(void*);  // block pointers
       }
     }
   }
   return total;
 }
 
-size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const CacheConfig& config, int depth) {
+size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const CacheConfig& config,
+                            int depth) {
   size_t total = 0;
   for (const auto& l : layers) {
     const int visible = l.sliding ? std::min(depth + 1, l.window) : depth + 1;
-    total += static_cast<size_t>(visible) * (row_bytes(config.k_type, l.kv_dim()) + row_bytes(config.v_type, l.kv_dim()));
+    total += static_cast<size_t>(visible) *
+             (row_bytes(config.k_type, l.kv_dim()) + row_bytes(config.v_type, l.kv_dim()));
   }
   return total;
 }
@@ -128,14 +137,17 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
     s.k = util::AlignedBuffer(cells * s.k_row, util::AlignedBuffer::Init::kLazy);
     s.v = util::AlignedBuffer(cells * s.v_row, util::AlignedBuffer::Init::kLazy);
     if (!s.k.ok() || !s.v.ok()) {
-      return util::errorf("KV cache: cannot allocate {} bytes for layer {} — lower --ctx or --slots, or use a "
-                          "quantized KV type", cells * (s.k_row + s.v_row), l.il);
+      return util::errorf(
+          "KV cache: cannot allocate {} bytes for layer {} — lower --ctx or --slots, or use a "
+          "quantized KV type",
+          cells * (s.k_row + s.v_row), l.il);
     }
     s.k_base = s.k.data();
     s.v_base = s.v.data();
   }
   for (const auto& l : c.layers_) {
-    if (!l.owns() && (l.source < 0 || l.source >= static_cast<int>(c.layers_.size()) || !c.layers_[l.source].owns())) {
+    if (!l.owns() && (l.source < 0 || l.source >= static_cast<int>(c.layers_.size()) ||
+                      !c.layers_[l.source].owns())) {
       return util::errorf("KV cache: layer {} reads layer {}, which owns no cache", l.il, l.source);
     }
   }
@@ -163,7 +175,8 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
   }
   c.reserved_.assign(config.n_slots, 0);
   c.tables_changed_.assign(config.n_slots, 1);
-  c.cells_changed_.assign(c.groups_.size(), std::vector<std::pair<int, int>>(config.n_slots, {0, 0}));
+  c.cells_changed_.assign(c.groups_.size(),
+                          std::vector<std::pair<int, int>>(config.n_slots, {0, 0}));
   if (device != nullptr) HR_TRY(c.allocate_device_views());
   return c;
 }
@@ -233,7 +246,8 @@ bool Cache::reserve(int slot, int n_positions) {
   if (n_positions <= reserved_[slot]) return true;
   std::vector<int> need(groups_.size(), 0);
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const int want = groups_[g].sliding ? groups_[g].blocks_per_sequence : div_up(n_positions, config_.block_cells);
+    const int want = groups_[g].sliding ? groups_[g].blocks_per_sequence
+                                        : div_up(n_positions, config_.block_cells);
     need[g] = std::max(0, want - static_cast<int>(tables_[g][slot].size()));
     if (need[g] > static_cast<int>(free_[g].size())) return false;
   }
@@ -304,7 +318,8 @@ kernels::KvWrite Cache::destination(int il, int slot, int32_t pos) {
   LayerStore& s = stores_[il];
   const int cell = cell_of(s.group, pos);
   const int32_t block = tables_[s.group][slot][cell / config_.block_cells];
-  const size_t index = static_cast<size_t>(block) * config_.block_cells + cell % config_.block_cells;
+  const size_t index =
+      static_cast<size_t>(block) * config_.block_cells + cell % config_.block_cells;
   return {s.k_base + index * s.k_row, s.v_base + index * s.v_row};
 }
 
@@ -333,7 +348,8 @@ size_t Cache::bytes_resident() const {
 size_t Cache::bytes_in_use() const {
   size_t total = 0;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    total += static_cast<size_t>(groups_[g].n_blocks - free_blocks(static_cast<int>(g))) * groups_[g].bytes_per_block;
+    total += static_cast<size_t>(groups_[g].n_blocks - free_blocks(static_cast<int>(g))) *
+             groups_[g].bytes_per_block;
   }
   return total;
 }

@@ -15,13 +15,13 @@
 namespace kv {
 
 struct CacheConfig {
-  int n_ctx = 0;         // most positions one sequence may hold
-  int n_ubatch = 512;    // largest micro-batch; sizes the sliding rings
-  int n_slots = 1;       // sequences held at once
+  int n_ctx = 0;       // most positions one sequence may hold
+  int n_ubatch = 512;  // largest micro-batch; sizes the sliding rings
+  int n_slots = 1;     // sequences held at once
   DType k_type = DType::kF16;
   DType v_type = DType::kF16;
-  int block_cells = 16;  // cells per storage block
-  int n_full_blocks = 0; // blocks in the full-attention pool; 0 = every slot at n_ctx
+  int block_cells = 16;   // cells per storage block
+  int n_full_blocks = 0;  // blocks in the full-attention pool; 0 = every slot at n_ctx
 };
 
 // Cache layers with the same attention pattern share block ids, as vLLM's cache groups do: a
@@ -39,12 +39,15 @@ struct GroupGeometry {
 util::Result<std::vector<GroupGeometry>> plan_groups(const std::vector<LayerGeometry>& layers,
                                                      const CacheConfig& config);
 // Bytes of K/V storage such a cache allocates.
-util::Result<size_t> storage_bytes(const std::vector<LayerGeometry>& layers, const CacheConfig& config);
+util::Result<size_t> storage_bytes(const std::vector<LayerGeometry>& layers,
+                                   const CacheConfig& config);
 // Host bookkeeping when every slot is fully reserved: block tables, cell positions, block pointers.
-util::Result<size_t> bookkeeping_bytes(const std::vector<LayerGeometry>& layers, const CacheConfig& config);
+util::Result<size_t> bookkeeping_bytes(const std::vector<LayerGeometry>& layers,
+                                       const CacheConfig& config);
 // K/V bytes attention reads for one token at `depth` (tokens before it), summed over all layers:
 // full layers read every earlier position, sliding layers at most W, shared layers their source.
-size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const CacheConfig& config, int depth);
+size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const CacheConfig& config,
+                            int depth);
 
 class Cache {
  public:
@@ -107,14 +110,14 @@ class Cache {
   std::vector<LayerGeometry> layers_;
   CacheConfig config_;
   std::vector<GroupGeometry> groups_;
-  std::vector<LayerStore> stores_;                  // by layer index; empty for shared layers
-  std::vector<std::vector<int32_t>> free_;          // per group: free block ids
+  std::vector<LayerStore> stores_;          // by layer index; empty for shared layers
+  std::vector<std::vector<int32_t>> free_;  // per group: free block ids
   std::vector<std::vector<std::vector<int32_t>>> tables_;    // [group][slot] → block ids
   std::vector<std::vector<std::vector<int32_t>>> cell_pos_;  // [group][slot] → position per cell
-  std::vector<std::vector<SlotView>> views_;        // [layer][slot]
-  std::vector<int> reserved_;                       // per slot
-  kernels::Backend* device_ = nullptr;              // null: a host cache
-  int first_device_layer_ = 0;                      // layers from here on use device_
+  std::vector<std::vector<SlotView>> views_;                 // [layer][slot]
+  std::vector<int> reserved_;                                // per slot
+  kernels::Backend* device_ = nullptr;                       // null: a host cache
+  int first_device_layer_ = 0;                               // layers from here on use device_
   std::vector<std::vector<kernels::Buffer>> device_cell_pos_;  // [group][slot], at their longest
   std::vector<char> tables_changed_;                           // per slot, since the last sync()
   // [group][slot]: the cells whose positions changed since the last sync(), [first, last) — a

@@ -12,56 +12,56 @@ namespace model {
 namespace {
 
 struct MoeWeights {
-  kernels::Matrix router;          // [n_expert] × [H]          ffn_gate_inp
-  const float* router_scale;       // [H]                       ffn_gate_inp.scale
-  const float* pre_norm_2;         // [H]                       pre_ffw_norm_2
-  const float* post_norm_1;        // [H]                       post_ffw_norm_1
-  const float* post_norm_2;        // [H]                       post_ffw_norm_2
-  kernels::Matrix gate_up;         // [n_expert·2F] × [H]       gate rows then up rows per expert
-  kernels::Matrix gate, up;        // [n_expert·F] × [H] each   (unfused files)
+  kernels::Matrix router;     // [n_expert] × [H]          ffn_gate_inp
+  const float* router_scale;  // [H]                       ffn_gate_inp.scale
+  const float* pre_norm_2;    // [H]                       pre_ffw_norm_2
+  const float* post_norm_1;   // [H]                       post_ffw_norm_1
+  const float* post_norm_2;   // [H]                       post_ffw_norm_2
+  kernels::Matrix gate_up;    // [n_expert·2F] × [H]       gate rows then up rows per expert
+  kernels::Matrix gate, up;   // [n_expert·F] × [H] each   (unfused files)
   bool fused = true;
-  kernels::Matrix down;            // [n_expert·H] × [F]
-  const float* expert_scale;       // [n_expert] or null        ffn_down_exps.scale
+  kernels::Matrix down;       // [n_expert·H] × [F]
+  const float* expert_scale;  // [n_expert] or null        ffn_down_exps.scale
 };
 
 struct LayerWeights {
-  const float* attn_norm;          // [H]
-  kernels::Matrix wq;              // [nh·hd] × [H]
-  const float* q_norm;             // [hd]
-  kernels::Matrix wk, wv;          // [nkv·hd] × [H]  (KV-owning layers; wv absent when V = raw K)
-  const float* k_norm;             // [hd]
-  kernels::Matrix wo;              // [H] × [nh·hd]
-  const float* post_attn_norm;     // [H]
-  const float* ffn_norm;           // [H]
-  kernels::Matrix w_gate, w_up;    // [n_ff] × [H]
-  kernels::Matrix w_down;          // [H] × [n_ff]
-  const float* post_ffw_norm;      // [H]
-  float output_scale = 1.0f;       // layer_output_scale (one float for the whole layer)
-  kernels::Matrix ple_gate;        // [P] × [H]   inp_gate
-  kernels::Matrix ple_proj;        // [H] × [P]   proj
-  const float* ple_post_norm;      // [H]         post_norm
+  const float* attn_norm;        // [H]
+  kernels::Matrix wq;            // [nh·hd] × [H]
+  const float* q_norm;           // [hd]
+  kernels::Matrix wk, wv;        // [nkv·hd] × [H]  (KV-owning layers; wv absent when V = raw K)
+  const float* k_norm;           // [hd]
+  kernels::Matrix wo;            // [H] × [nh·hd]
+  const float* post_attn_norm;   // [H]
+  const float* ffn_norm;         // [H]
+  kernels::Matrix w_gate, w_up;  // [n_ff] × [H]
+  kernels::Matrix w_down;        // [H] × [n_ff]
+  const float* post_ffw_norm;    // [H]
+  float output_scale = 1.0f;     // layer_output_scale (one float for the whole layer)
+  kernels::Matrix ple_gate;      // [P] × [H]   inp_gate
+  kernels::Matrix ple_proj;      // [H] × [P]   proj
+  const float* ple_post_norm;    // [H]         post_norm
   MoeWeights moe;
 };
 
 // Activations for up to B tokens.
 struct Scratch {
-  float *x, *xb, *xb2;             // [B][H]
-  float *q, *att;                  // [B][max nh·hd]
-  float *k, *v;                    // [B][max nkv·hd]
-  float *hb, *hb2;                 // [B][max n_ff]
-  float *ple, *ple_tmp;            // [B][L·P] per-layer inputs (layer l at column l·P)
-  float *ple_a, *ple_b;            // [B][P]
+  float *x, *xb, *xb2;   // [B][H]
+  float *q, *att;        // [B][max nh·hd]
+  float *k, *v;          // [B][max nkv·hd]
+  float *hb, *hb2;       // [B][max n_ff]
+  float *ple, *ple_tmp;  // [B][L·P] per-layer inputs (layer l at column l·P)
+  float *ple_a, *ple_b;  // [B][P]
   float *moe_in, *moe_out, *moe_acc, *moe_rows_in,
-      *moe_rows_out;  // [B][H]: router input, experts' input, their sum, rows per expert
-  float *router_logits;            // [B][n_expert]
-  float *expert_gu;                // [B][2F]
-  float *expert_h;                 // [B][F]
-  int32_t* expert_ids;             // [B][k]
-  float* expert_weights;           // [B][k]
-  int32_t* expert_rows;            // [B]
-  kernels::KvWrite* kv_dst;        // [B]
-  const kernels::KvSpan** kv_span; // [B]
-  int32_t* out_rows;               // [B]
+      *moe_rows_out;         // [B][H]: router input, experts' input, their sum, rows per expert
+  float* router_logits;      // [B][n_expert]
+  float* expert_gu;          // [B][2F]
+  float* expert_h;           // [B][F]
+  int32_t* expert_ids;       // [B][k]
+  float* expert_weights;     // [B][k]
+  int32_t* expert_rows;      // [B]
+  kernels::KvWrite* kv_dst;  // [B]
+  const kernels::KvSpan** kv_span;  // [B]
+  int32_t* out_rows;                // [B]
 
   template <class Carver>
   static Scratch lay_out(Carver& c, const Spec& s, int B) {
@@ -135,8 +135,8 @@ class Gemma4 final : public Model {
   int max_batch_;
   kernels::Matrix token_embd_, output_;
   const float* output_norm_ = nullptr;
-  kernels::Matrix ple_table_;       // [V] × [L·P]  per_layer_token_embd (gathered by row)
-  kernels::Matrix ple_model_proj_;  // [L·P] × [H]  per_layer_model_proj
+  kernels::Matrix ple_table_;             // [V] × [L·P]  per_layer_token_embd (gathered by row)
+  kernels::Matrix ple_model_proj_;        // [L·P] × [H]  per_layer_model_proj
   const float* ple_proj_norm_ = nullptr;  // [P]
   std::vector<LayerWeights> layers_;
   Lanes<Scratch> lanes_;
@@ -167,7 +167,8 @@ util::Status Gemma4::bind(const gguf::File& file, kernels::Backend& ops,
     HR_ASSIGN_OR_RETURN(w.attn_norm, lb.vector(name("attn_norm.weight"), H));
     HR_ASSIGN_OR_RETURN(w.wq, lb.matrix(name("attn_q.weight"), H, l.q_dim()));
     HR_ASSIGN_OR_RETURN(w.q_norm, lb.vector(name("attn_q_norm.weight"), l.head_dim));
-    // KV-shared layers never use attn_k/attn_v/attn_k_norm, whether or not the file has them (§3.3a).
+    // KV-shared layers never use attn_k/attn_v/attn_k_norm, whether or not the file has them
+    // (§3.3a).
     if (l.owns_kv()) {
       HR_ASSIGN_OR_RETURN(w.wk, lb.matrix(name("attn_k.weight"), H, l.kv_dim()));
       if (l.has_v_proj) {
@@ -262,15 +263,11 @@ void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const
     ops.rope(s.k, T, l.n_head_kv, l.head_dim, stage.pos(), rope);
     ops.rmsnorm(s.v, nullptr, s.v, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv,
                 spec_.rms_eps);
-    kernels::KvWrite* dst = stage.host_kv_dst(s.kv_dst, l.il);
-    for (int t = 0; t < T; ++t) dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
-    stage.put(s.kv_dst, dst, T);
+    stage.put_kv_destinations(s.kv_dst, l.il, batch, cache);
     ops.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s.k, s.v, s.kv_dst, T);
   }
   // A shared layer reads its source layer's cache with its own window rule (§2.6).
-  const kernels::KvSpan** spans = stage.host_kv_span(s.kv_span, l.il);
-  for (int t = 0; t < T; ++t) spans[t] = cache.span(l.il, batch.slot[t]);
-  stage.put(s.kv_span, spans, T);
+  stage.put_kv_spans(s.kv_span, l.il, batch, cache);
   ops.attention({.n_tokens = T,
                  .n_head = l.n_head,
                  .head_dim = l.head_dim,
@@ -285,7 +282,8 @@ void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const
   ops.add(s.x, s.xb2, T * H);
 }
 
-// §2.3 step 7, dense MLP: xb2 = W_down · (gelu(W_gate · f) ⊙ (W_up · f)), f = RMSNorm(h_mid; ffn_norm).
+// §2.3 step 7, dense MLP: xb2 = W_down · (gelu(W_gate · f) ⊙ (W_up · f)), f = RMSNorm(h_mid;
+// ffn_norm).
 void Gemma4::ffn_dense(L& lane, const LayerSpec& l, const LayerWeights& w, int T) {
   kernels::Backend& ops = *lane.ops;
   Scratch& s = lane.s;
@@ -389,7 +387,8 @@ void Gemma4::cross(L& from, L& to, int T) {
 util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits) {
   const int T = batch.size();
   const int64_t H = spec_.n_embd;
-  if (T <= 0 || T > max_batch_) return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
+  if (T <= 0 || T > max_batch_)
+    return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
   for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
   lanes_.begin(batch, cache);
 
@@ -434,7 +433,8 @@ size_t gemma4_workspace_bytes(const Spec& spec, int max_batch) {
   return counter.bytes();
 }
 
-util::Result<std::unique_ptr<Model>> load_gemma4(const gguf::File& file, const Spec& spec, kernels::Backend& ops,
+util::Result<std::unique_ptr<Model>> load_gemma4(const gguf::File& file, const Spec& spec,
+                                                 kernels::Backend& ops,
                                                  const LoadOptions& options) {
   auto model = std::make_unique<Gemma4>(spec, options.max_batch);
   HR_TRY(model->bind(file, ops, options));

@@ -22,15 +22,15 @@ struct LayerWeights {
 
 // Activations for up to B tokens (B = max batch), laid out once.
 struct Scratch {
-  float* x;     // [B][H] residual stream
-  float* xb;    // [B][H] normed input of a block
-  float* xb2;   // [B][H] block output before the residual add
-  float* q;     // [B][nh·hd]
-  float* k;     // [B][nkv·hd]
-  float* v;     // [B][nkv·hd]
-  float* att;   // [B][nh·hd] attention output per head
-  float* hb;    // [B][n_ff] gate, then act(gate)·up
-  float* hb2;   // [B][n_ff] up
+  float* x;                         // [B][H] residual stream
+  float* xb;                        // [B][H] normed input of a block
+  float* xb2;                       // [B][H] block output before the residual add
+  float* q;                         // [B][nh·hd]
+  float* k;                         // [B][nkv·hd]
+  float* v;                         // [B][nkv·hd]
+  float* att;                       // [B][nh·hd] attention output per head
+  float* hb;                        // [B][n_ff] gate, then act(gate)·up
+  float* hb2;                       // [B][n_ff] up
   kernels::KvWrite* kv_dst;         // [B]
   const kernels::KvSpan** kv_span;  // [B]
   int32_t* out_rows;                // [B] batch rows that want logits
@@ -101,7 +101,8 @@ class Llama final : public Model {
   util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) override {
     const int T = batch.size();
     const int64_t H = spec_.n_embd;
-    if (T <= 0 || T > max_batch_) return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
+    if (T <= 0 || T > max_batch_)
+      return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
     for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
     lanes_.begin(batch, cache);
 
@@ -147,14 +148,8 @@ class Llama final : public Model {
     ops.rope(s.q, T, l.n_head, l.head_dim, stage.pos(), rope);
     ops.rope(s.k, T, l.n_head_kv, l.head_dim, stage.pos(), rope);
     // K and V go into the cache (quantized as stored); attention reads them back from there.
-    kernels::KvWrite* dst = stage.host_kv_dst(s.kv_dst, l.il);
-    const kernels::KvSpan** spans = stage.host_kv_span(s.kv_span, l.il);
-    for (int t = 0; t < T; ++t) {
-      dst[t] = cache.destination(l.il, batch.slot[t], batch.pos[t]);
-      spans[t] = cache.span(l.il, batch.slot[t]);
-    }
-    stage.put(s.kv_dst, dst, T);
-    stage.put(s.kv_span, spans, T);
+    stage.put_kv_destinations(s.kv_dst, l.il, batch, cache);
+    stage.put_kv_spans(s.kv_span, l.il, batch, cache);
     ops.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s.k, s.v, s.kv_dst, T);
     ops.attention({.n_tokens = T,
                    .n_head = l.n_head,
@@ -192,8 +187,8 @@ size_t llama_workspace_bytes(const Spec& spec, int max_batch) {
   return counter.bytes();
 }
 
-util::Result<std::unique_ptr<Model>> load_llama(const gguf::File& file, const Spec& spec, kernels::Backend& ops,
-                                                const LoadOptions& options) {
+util::Result<std::unique_ptr<Model>> load_llama(const gguf::File& file, const Spec& spec,
+                                                kernels::Backend& ops, const LoadOptions& options) {
   auto model = std::make_unique<Llama>(spec, options.max_batch);
   HR_TRY(model->bind(file, ops, options));
   return std::unique_ptr<Model>(std::move(model));

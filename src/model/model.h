@@ -44,7 +44,7 @@ class Model {
 };
 
 struct LoadOptions {
-  int max_batch = 512;       // largest micro-batch the workspace is sized for
+  int max_batch = 512;  // largest micro-batch the workspace is sized for
   // Null: weights stay in the host mapping, or go to the backend's memory when it has its own.
   TensorPlacer* placer = nullptr;
   // Split runs (model/lanes.h): `host`, a backend computing in host memory, runs layers
@@ -59,7 +59,8 @@ struct LoadOptions {
 
 // Binds weights and builds the architecture's forward pass on `backend`.
 util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Spec& spec,
-                                                kernels::Backend& backend, const LoadOptions& options);
+                                                kernels::Backend& backend,
+                                                const LoadOptions& options);
 
 // Scratch sizes for planning: activation bytes a model needs for `max_batch` tokens.
 size_t workspace_bytes(const Spec& spec, int max_batch);

@@ -52,15 +52,19 @@ class Stage {
   const int32_t* pos() const { return pos_.ops(); }
   const float* inv_freq(int il) const { return inv_freq_[il].ops(); }
 
-  // Layer il's host array for the values the ops will read at `ops_array` (which is that array
-  // itself on a host backend); put() then queues them for it.
-  kernels::KvWrite* host_kv_dst(kernels::KvWrite* ops_array, int il) {
-    return device_ ? kv_dst_.get<kernels::KvWrite>() + static_cast<size_t>(il) * max_batch_
-                   : ops_array;
+  // Layer il's K/V destinations (each token's cache row) and spans (each token's sequence), filled
+  // on the host and queued for the ops at `dst` / `spans`.
+  void put_kv_destinations(kernels::KvWrite* dst, int il, const Batch& batch, kv::Cache& cache) {
+    kernels::KvWrite* host = host_kv_dst(dst, il);
+    for (int t = 0; t < batch.size(); ++t)
+      host[t] = cache.destination(il, batch.slot[t], batch.pos[t]);
+    put(dst, host, batch.size());
   }
-  const kernels::KvSpan** host_kv_span(const kernels::KvSpan** ops_array, int il) {
-    return device_ ? kv_span_.get<const kernels::KvSpan*>() + static_cast<size_t>(il) * max_batch_
-                   : ops_array;
+  void put_kv_spans(const kernels::KvSpan** spans, int il, const Batch& batch,
+                    const kv::Cache& cache) {
+    const kernels::KvSpan** host = host_kv_span(spans, il);
+    for (int t = 0; t < batch.size(); ++t) host[t] = cache.span(il, batch.slot[t]);
+    put(spans, host, batch.size());
   }
   // A host array for row indices only the host reads.
   int32_t* host_rows(int32_t* ops_array) { return device_ ? rows_.data() : ops_array; }
@@ -79,6 +83,16 @@ class Stage {
   util::Status status();
 
  private:
+  // Layer il's host array for the values the ops will read at `ops_array` (which is that array
+  // itself on a host backend): each layer has its own, so a queued upload is never overwritten.
+  kernels::KvWrite* host_kv_dst(kernels::KvWrite* ops_array, int il) {
+    return device_ ? kv_dst_.get<kernels::KvWrite>() + static_cast<size_t>(il) * max_batch_
+                   : ops_array;
+  }
+  const kernels::KvSpan** host_kv_span(const kernels::KvSpan** ops_array, int il) {
+    return device_ ? kv_span_.get<const kernels::KvSpan*>() + static_cast<size_t>(il) * max_batch_
+                   : ops_array;
+  }
   void record(util::Status s) {
     if (!s && error_.ok()) error_ = std::move(s);
   }

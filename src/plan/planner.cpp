@@ -12,9 +12,13 @@
 namespace plan {
 namespace {
 
-bool is_ple_table(const WeightItem& w) { return w.name == "per_layer_token_embd.weight"; }
+bool is_ple_table(const WeightItem& w) {
+  return w.name == "per_layer_token_embd.weight";
+}
 
-int layer_device(int il, const Request& r, bool has_gpu) { return has_gpu && il >= r.n_cpu_layers ? 1 : 0; }
+int layer_device(int il, const Request& r, bool has_gpu) {
+  return has_gpu && il >= r.n_cpu_layers ? 1 : 0;
+}
 
 uint64_t tokenizer_bytes(const gguf::File& file) {
   uint64_t bytes = 0;
@@ -23,7 +27,8 @@ uint64_t tokenizer_bytes(const gguf::File& file) {
     if (!v || !v->is_array() || v->array_type() != gguf::ValueType::kString) continue;
     for (auto s : v->array_strings()) bytes += s.size() + 48;  // the string and its index entries
   }
-  if (const gguf::Value* v = file.find("tokenizer.ggml.tokens")) bytes += v->array_size() * 8;  // score, type
+  if (const gguf::Value* v = file.find("tokenizer.ggml.tokens"))
+    bytes += v->array_size() * 8;  // score, type
   return bytes;
 }
 
@@ -39,11 +44,16 @@ int weight_device(const WeightItem& w, const Request& r, bool has_gpu) {
 
 std::string_view item_kind_name(ItemKind kind) {
   switch (kind) {
-    case ItemKind::kWeights: return "weights";
-    case ItemKind::kKvCache: return "kv cache";
-    case ItemKind::kActivations: return "activations";
-    case ItemKind::kLogits: return "logits";
-    case ItemKind::kHost: return "host";
+    case ItemKind::kWeights:
+      return "weights";
+    case ItemKind::kKvCache:
+      return "kv cache";
+    case ItemKind::kActivations:
+      return "activations";
+    case ItemKind::kLogits:
+      return "logits";
+    case ItemKind::kHost:
+      return "host";
   }
   return "?";
 }
@@ -62,18 +72,21 @@ uint64_t Plan::bytes_of(ItemKind kind) const {
 
 uint64_t Plan::weight_bytes(model::TensorClass cls) const {
   uint64_t total = 0;
-  for (const auto& i : items) total += i.kind == ItemKind::kWeights && i.weight_class == cls ? i.bytes : 0;
+  for (const auto& i : items)
+    total += i.kind == ItemKind::kWeights && i.weight_class == cls ? i.bytes : 0;
   return total;
 }
 
 std::string Plan::refusal() const {
   std::string text = "the request does not fit: ";
   for (size_t i = 0; i < problems.size(); ++i) text += (i ? "; " : "") + problems[i];
-  if (alternatives.empty()) return text + " — no smaller configuration of this model fits; use a smaller model";
+  if (alternatives.empty())
+    return text + " — no smaller configuration of this model fits; use a smaller model";
   text += " — changes that fit, fastest first:";
   for (size_t i = 0; i < alternatives.size() && i < 5; ++i) {
     const auto& a = alternatives[i];
-    text += fmt::format(" ({}) {} [{}] ≈{:.1f} tok/s;", i + 1, a.change, a.flags, a.tokens_per_second);
+    text +=
+        fmt::format(" ({}) {} [{}] ≈{:.1f} tok/s;", i + 1, a.change, a.flags, a.tokens_per_second);
   }
   return text + " or add --fit to apply the first automatic one";
 }
@@ -82,7 +95,8 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   const model::Spec& spec = in.spec;
   if (in.devices.empty()) return util::errorf("plan: no devices");
   if (r.n_ctx <= 0 || r.n_slots <= 0 || r.n_ubatch <= 0) {
-    return util::errorf("plan: context {}, slots {} and micro-batch {} must be positive", r.n_ctx, r.n_slots, r.n_ubatch);
+    return util::errorf("plan: context {}, slots {} and micro-batch {} must be positive", r.n_ctx,
+                        r.n_slots, r.n_ubatch);
   }
   Plan p;
   p.request = r;
@@ -118,7 +132,9 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   for (int d = 0; d < static_cast<int>(p.devices.size()); ++d) {
     for (int c = 0; c < model::kTensorClassCount; ++c) {
       Item item{.name = std::string(model::tensor_class_name(static_cast<model::TensorClass>(c))),
-                .kind = ItemKind::kWeights, .weight_class = static_cast<model::TensorClass>(c), .device = d};
+                .kind = ItemKind::kWeights,
+                .weight_class = static_cast<model::TensorClass>(c),
+                .device = d};
       for (const auto& w : inv.weights) {
         if (w.used && w.cls == item.weight_class && weight_device(w, r, has_gpu) == d) {
           item.bytes += w.bytes;
@@ -131,7 +147,10 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
 
   // KV cache, per layer kind and device, exactly as kv::Cache will allocate it.
   const auto layers = model::kv_layers(spec);
-  p.kv_config = {.n_ctx = r.n_ctx, .n_ubatch = p.request.n_ubatch, .n_slots = r.n_slots, .k_type = r.k_type,
+  p.kv_config = {.n_ctx = r.n_ctx,
+                 .n_ubatch = p.request.n_ubatch,
+                 .n_slots = r.n_slots,
+                 .k_type = r.k_type,
                  .v_type = r.v_type};
   HR_ASSIGN_OR_RETURN(p.kv_groups, kv::plan_groups(layers, p.kv_config));
   for (int d = 0; d < static_cast<int>(p.devices.size()); ++d) {
@@ -148,7 +167,10 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
     HR_ASSIGN_OR_RETURN(uint64_t kv_bytes, kv::storage_bytes(owners, p.kv_config));
     const uint64_t read = kv::read_bytes_per_token(mine, p.kv_config, 0);
     if (kv_bytes > 0 || read > 0) {
-      p.items.push_back({.name = "kv cache", .kind = ItemKind::kKvCache, .device = d, .bytes = kv_bytes,
+      p.items.push_back({.name = "kv cache",
+                         .kind = ItemKind::kKvCache,
+                         .device = d,
+                         .bytes = kv_bytes,
                          .bytes_per_token = read});
     }
   }
@@ -198,13 +220,21 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
                        .bytes = workspace + cpu_scratch});
   }
   const uint64_t n_out = std::min(r.n_slots, p.request.n_ubatch);
-  p.items.push_back({.name = "logits", .kind = ItemKind::kLogits, .device = 0,
+  p.items.push_back({.name = "logits",
+                     .kind = ItemKind::kLogits,
+                     .device = 0,
                      .bytes = n_out * static_cast<uint64_t>(spec.n_vocab) * sizeof(float)});
   // Host structures: tokenizer, KV bookkeeping, sampler state per slot.
   HR_ASSIGN_OR_RETURN(uint64_t bookkeeping, kv::bookkeeping_bytes(layers, p.kv_config));
-  p.items.push_back({.name = "tokenizer", .kind = ItemKind::kHost, .device = 0, .bytes = tokenizer_bytes(in.file)});
-  p.items.push_back({.name = "kv bookkeeping", .kind = ItemKind::kHost, .device = 0, .bytes = bookkeeping});
-  p.items.push_back({.name = "samplers", .kind = ItemKind::kHost, .device = 0,
+  p.items.push_back({.name = "tokenizer",
+                     .kind = ItemKind::kHost,
+                     .device = 0,
+                     .bytes = tokenizer_bytes(in.file)});
+  p.items.push_back(
+      {.name = "kv bookkeeping", .kind = ItemKind::kHost, .device = 0, .bytes = bookkeeping});
+  p.items.push_back({.name = "samplers",
+                     .kind = ItemKind::kHost,
+                     .device = 0,
                      .bytes = static_cast<uint64_t>(r.n_slots) * spec.n_vocab * 16});
 
   // Prediction: decode reads every byte it needs once per token; time = bytes / bandwidth per
@@ -245,7 +275,8 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
     const uint64_t used = p.bytes_on(d);
     if (used > p.devices[d].budget_bytes) {
       p.fits = false;
-      p.problems.push_back(fmt::format("{} needs {} but its budget is {}", p.devices[d].name, util::format_bytes(used),
+      p.problems.push_back(fmt::format("{} needs {} but its budget is {}", p.devices[d].name,
+                                       util::format_bytes(used),
                                        util::format_bytes(p.devices[d].budget_bytes)));
     }
   }
@@ -260,7 +291,8 @@ std::string kv_flags(tensor::DType k, tensor::DType v) {
     for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return out;
   };
-  return fmt::format("--kv-type-k {} --kv-type-v {}", lower(gguf::tensor_type_name(k)), lower(gguf::tensor_type_name(v)));
+  return fmt::format("--kv-type-k {} --kv-type-v {}", lower(gguf::tensor_type_name(k)),
+                     lower(gguf::tensor_type_name(v)));
 }
 
 // The largest context (a multiple of 256) that fits, or 0.
@@ -270,14 +302,16 @@ int largest_fitting_context(const PlanInput& in, Request r) {
     const int mid = (lo + hi + 1) / 2;
     r.n_ctx = mid * 256;
     auto p = make_plan(in, r);
-    if (p && p->fits) lo = mid;
-    else hi = mid - 1;
+    if (p && p->fits)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
   return lo * 256;
 }
 
-void consider(const PlanInput& in, std::vector<Alternative>& out, std::string change, std::string flags,
-              const Request& r, bool automatic = true) {
+void consider(const PlanInput& in, std::vector<Alternative>& out, std::string change,
+              std::string flags, const Request& r, bool automatic = true) {
   auto p = make_plan(in, r);
   if (!p || !p->fits) return;
   out.push_back({std::move(change), std::move(flags), r, automatic, p->prediction.tokens_per_second,
@@ -288,7 +322,8 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
   std::vector<Alternative> out;
   const bool has_gpu = original.devices.size() > 1;  // placeable devices only
   // Quantized KV cache, written quantized as it is computed (no full-precision prefill copy).
-  for (auto [k, v] : {std::pair{tensor::DType::kQ8_0, tensor::DType::kQ8_0}, std::pair{tensor::DType::kQ4_0, tensor::DType::kQ4_0}}) {
+  for (auto [k, v] : {std::pair{tensor::DType::kQ8_0, tensor::DType::kQ8_0},
+                      std::pair{tensor::DType::kQ4_0, tensor::DType::kQ4_0}}) {
     if (r.k_type == k && r.v_type == v) continue;
     Request q = r;
     q.k_type = k;
@@ -299,13 +334,15 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
   if (int ctx = largest_fitting_context(in, r); ctx > 0) {
     Request c = r;
     c.n_ctx = ctx;
-    consider(in, out, fmt::format("context {} instead of {}", ctx, r.n_ctx), fmt::format("--ctx {}", ctx), c);
+    consider(in, out, fmt::format("context {} instead of {}", ctx, r.n_ctx),
+             fmt::format("--ctx {}", ctx), c);
   }
   if (has_gpu) {
     if (in.spec.n_embd_per_layer > 0 && !r.ple_on_host) {
       Request h = r;
       h.ple_on_host = true;
-      consider(in, out, "per-layer embedding table on the host (it is only gathered by row)", "--ple-on-host", h);
+      consider(in, out, "per-layer embedding table on the host (it is only gathered by row)",
+               "--ple-on-host", h);
     }
     bool moe = false;
     for (const auto& l : in.spec.layers) moe = moe || l.is_moe();
@@ -319,7 +356,8 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
       l.n_cpu_layers = n;
       auto p = make_plan(in, l);
       if (p && p->fits) {
-        consider(in, out, fmt::format("{} of {} layers on the CPU (partial offload)", n, in.spec.n_layer),
+        consider(in, out,
+                 fmt::format("{} of {} layers on the CPU (partial offload)", n, in.spec.n_layer),
                  fmt::format("--cpu-layers {}", n), l);
         break;
       }
@@ -340,9 +378,11 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
   }
   for (const auto& t : in.file.tensors()) {
     const auto cls = model::classify_tensor(t.name).cls;
-    if (cls != model::TensorClass::kNorm && cls != model::TensorClass::kOther) elements += t.n_elements;
+    if (cls != model::TensorClass::kNorm && cls != model::TensorClass::kOther)
+      elements += t.n_elements;
   }
-  const double bpw_now = elements ? 8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(elements) : 0;
+  const double bpw_now =
+      elements ? 8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(elements) : 0;
   for (auto type : {gguf::TensorType::kQ6_K, gguf::TensorType::kQ5_K, gguf::TensorType::kQ4_K,
                     gguf::TensorType::kQ3_K, gguf::TensorType::kQ2_K}) {
     const double shrink = gguf::bits_per_weight(type) / bpw_now;
@@ -358,13 +398,15 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
     if (!fits) continue;
     const double read_now = static_cast<double>(original.prediction.bytes_per_token);
     const double read_new = read_now - matrix_read * (1.0 - shrink);
-    out.push_back({fmt::format("a smaller weight quantization, {} (≈{} of matrices instead of {}; needs a "
-                               "re-quantized file)", gguf::tensor_type_name(type),
-                               util::format_bytes(static_cast<uint64_t>(matrix_bytes * shrink)),
-                               util::format_bytes(matrix_bytes)),
-                   fmt::format("-m a {} file", gguf::tensor_type_name(type)), r, false,
-                   original.prediction.tokens_per_second * read_now / std::max(1.0, read_new),
-                   original.prediction.tokens_per_second_full * read_now / std::max(1.0, read_new)});
+    out.push_back(
+        {fmt::format("a smaller weight quantization, {} (≈{} of matrices instead of {}; needs a "
+                     "re-quantized file)",
+                     gguf::tensor_type_name(type),
+                     util::format_bytes(static_cast<uint64_t>(matrix_bytes * shrink)),
+                     util::format_bytes(matrix_bytes)),
+         fmt::format("-m a {} file", gguf::tensor_type_name(type)), r, false,
+         original.prediction.tokens_per_second * read_now / std::max(1.0, read_new),
+         original.prediction.tokens_per_second_full * read_now / std::max(1.0, read_new)});
     break;
   }
   // If no single change fits, try the two most useful together.
@@ -378,8 +420,11 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
     }
   }
   // Fastest first at depth 0; among equals, the one that stays faster as the context fills.
-  auto key = [](const Alternative& a) { return std::pair{std::round(a.tokens_per_second * 10), a.tokens_per_second_full}; };
-  std::stable_sort(out.begin(), out.end(), [&](const Alternative& a, const Alternative& b) { return key(a) > key(b); });
+  auto key = [](const Alternative& a) {
+    return std::pair{std::round(a.tokens_per_second * 10), a.tokens_per_second_full};
+  };
+  std::stable_sort(out.begin(), out.end(),
+                   [&](const Alternative& a, const Alternative& b) { return key(a) > key(b); });
   return out;
 }
 

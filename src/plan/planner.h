@@ -20,11 +20,11 @@ struct Request {
   tensor::DType v_type = tensor::DType::kF16;
   int n_slots = 1;
   int n_ubatch = 512;
-  int n_threads = 0;             // CPU threads for the kernels (0 = physical cores)
+  int n_threads = 0;               // CPU threads for the kernels (0 = physical cores)
   bool reference_kernels = false;  // the scalar reference backend (a baseline), not the CPU kernels
   // Placement changes (defaults keep everything where it is fastest; --fit may set them).
-  int n_cpu_layers = 0;          // with a GPU: the first N layers stay on the CPU (partial offload)
-  bool ple_on_host = false;      // with a GPU: Gemma 4's per-layer-embedding table stays on the host
+  int n_cpu_layers = 0;      // with a GPU: the first N layers stay on the CPU (partial offload)
+  bool ple_on_host = false;  // with a GPU: Gemma 4's per-layer-embedding table stays on the host
   bool experts_on_host = false;  // with a GPU: MoE expert weights stay on the host
 };
 
@@ -35,7 +35,7 @@ struct Item {
   std::string name;
   ItemKind kind = ItemKind::kWeights;
   model::TensorClass weight_class = model::TensorClass::kOther;  // for weights
-  int device = 0;                // index into Plan::devices
+  int device = 0;                                                // index into Plan::devices
   uint64_t bytes = 0;
   uint64_t bytes_per_token = 0;  // read per decoded token at depth 0
 };
@@ -46,15 +46,15 @@ struct Prediction {
   uint64_t bytes_per_token = 0;       // weights + KV read per token at depth 0
   uint64_t bytes_per_token_full = 0;
   std::vector<double> seconds_per_device;  // at depth 0
-  double transfer_seconds = 0;        // per token, host ↔ GPU
+  double transfer_seconds = 0;             // per token, host ↔ GPU
 };
 
 struct Alternative {
-  std::string change;        // what to change, in words a user can act on
-  std::string flags;         // the command-line flags that make the change
+  std::string change;  // what to change, in words a user can act on
+  std::string flags;   // the command-line flags that make the change
   Request request;
-  bool automatic = true;     // --fit can apply it (a re-quantized file cannot be made for you)
-  double tokens_per_second = 0;       // at depth 0
+  bool automatic = true;         // --fit can apply it (a re-quantized file cannot be made for you)
+  double tokens_per_second = 0;  // at depth 0
   double tokens_per_second_full = 0;  // with the context full
 };
 
@@ -66,9 +66,9 @@ struct Plan {
   std::vector<kv::GroupGeometry> kv_groups;
   Prediction prediction;
   bool fits = true;
-  std::vector<std::string> problems;       // one per device over budget
-  std::vector<Alternative> alternatives;   // when it does not fit: fastest first
-  std::string applied;                     // what --fit changed, if anything
+  std::vector<std::string> problems;      // one per device over budget
+  std::vector<Alternative> alternatives;  // when it does not fit: fastest first
+  std::string applied;                    // what --fit changed, if anything
   // Present devices the plan leaves empty (a GPU headroom cannot run on), and what the plan says
   // about them once per reason, e.g. "GPU present (cuda:0 …) but this build runs on the CPU: …".
   std::vector<Device> unused_devices;

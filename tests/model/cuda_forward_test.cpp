@@ -14,6 +14,7 @@
 #include "kernels/cuda/backend.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "testing/model_passes.h"
 #include "testing/testing.h"
 #include "util/thread_pool.h"
 
@@ -36,10 +37,7 @@ std::unique_ptr<kernels::cuda::CudaBackend> gpu_or_skip_reason(std::string& reas
   if (gpu == nullptr) GTEST_SKIP() << skip_reason
 
 // A model and its cache on one backend (the cache in the backend's memory when it has its own).
-struct Loaded {
-  std::unique_ptr<model::Model> model;
-  std::optional<kv::Cache> cache;
-};
+using Loaded = testing_util::LoadedModel;
 
 Loaded load(const gguf::File& file, const model::Spec& spec, kernels::Backend& ops, int n_ctx,
             int ubatch, DType kv_type) {
@@ -57,22 +55,9 @@ Loaded load(const gguf::File& file, const model::Spec& spec, kernels::Backend& o
   return r;
 }
 
-// Logits of every position of `ids` (prefilled in micro-batches of `ubatch`, or one by one).
+// Logits of every position of `ids`, prefilled in micro-batches of `ubatch`.
 std::vector<float> all_logits(Loaded& r, const std::vector<int32_t>& ids, int ubatch, int n_vocab) {
-  std::vector<float> logits(ids.size() * n_vocab);
-  if (!r.model || !r.cache) return logits;
-  EXPECT_TRUE(r.cache->reserve(0, static_cast<int>(ids.size())));
-  for (size_t start = 0; start < ids.size(); start += ubatch) {
-    const int n = static_cast<int>(std::min<size_t>(ubatch, ids.size() - start));
-    std::vector<int32_t> pos(n), slot(n, 0);
-    std::vector<uint8_t> output(n, 1);
-    for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(start + i);
-    model::Batch batch{
-        .tokens = std::span(ids).subspan(start, n), .pos = pos, .slot = slot, .output = output};
-    auto s = r.model->forward(batch, *r.cache, logits.data() + start * n_vocab);
-    EXPECT_TRUE(s.ok()) << s.error().message();
-  }
-  return logits;
+  return testing_util::logits_of_passes(r, ids, static_cast<int>(ids.size()), ubatch, n_vocab);
 }
 
 // max |a − b| over max |b|.

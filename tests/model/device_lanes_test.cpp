@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "testing/emulated_gpu.h"
+#include "testing/model_passes.h"
 #include "testing/testing.h"
 #include "util/thread_pool.h"
 
@@ -22,10 +23,7 @@ namespace {
 
 using tensor::DType;
 
-struct Loaded {
-  std::unique_ptr<model::Model> model;
-  std::optional<kv::Cache> cache;
-};
+using Loaded = testing_util::LoadedModel;
 
 // `ops` runs the model; with `host`, layers [0, n_host_layers) (and the PLE lookup when
 // ple_on_host) run there, and the cache keeps those layers in host memory.
@@ -51,26 +49,9 @@ Loaded load(const gguf::File& file, const model::Spec& spec, kernels::Backend& o
   return r;
 }
 
-// Every position's logits: the first `prefill` tokens in micro-batches of `ubatch`, then one
-// token per pass (decode), each pass's status checked.
 std::vector<float> run(Loaded& r, const std::vector<int32_t>& ids, int prefill, int ubatch,
                        int n_vocab) {
-  std::vector<float> logits(ids.size() * n_vocab);
-  if (!r.model || !r.cache) return logits;
-  EXPECT_TRUE(r.cache->reserve(0, static_cast<int>(ids.size())));
-  for (size_t start = 0; start < ids.size();) {
-    const int step = start < static_cast<size_t>(prefill) ? ubatch : 1;
-    const int n = static_cast<int>(std::min<size_t>(step, ids.size() - start));
-    std::vector<int32_t> pos(n), slot(n, 0);
-    std::vector<uint8_t> output(n, 1);
-    for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(start + i);
-    model::Batch batch{
-        .tokens = std::span(ids).subspan(start, n), .pos = pos, .slot = slot, .output = output};
-    auto s = r.model->forward(batch, *r.cache, logits.data() + start * n_vocab);
-    EXPECT_TRUE(s.ok()) << s.error().message();
-    start += n;
-  }
-  return logits;
+  return testing_util::logits_of_passes(r, ids, prefill, ubatch, n_vocab);
 }
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {

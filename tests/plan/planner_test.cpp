@@ -14,7 +14,8 @@ struct Opened {
 };
 
 // A synthetic model's header with sparse (unwritten) weights: the exact tensor table of the shape.
-Opened open_shape(const std::string& arch, const std::string& shape, const std::string& type = "q4_k_m") {
+Opened open_shape(const std::string& arch, const std::string& shape,
+                  const std::string& type = "q4_k_m") {
   auto w = model::synth_writer({.arch = arch, .shape = shape, .type = type, .no_weights = true});
   EXPECT_TRUE(w.ok()) << w.error().message();
   const auto path = testing_util::temp_dir() / (shape + ".gguf");
@@ -29,7 +30,10 @@ Opened open_shape(const std::string& arch, const std::string& shape, const std::
 }
 
 std::vector<plan::Device> cpu_only(uint64_t budget = 1ull << 40) {
-  return {{.name = "cpu", .kind = plan::DeviceKind::kCpu, .total_bytes = budget, .budget_bytes = budget,
+  return {{.name = "cpu",
+           .kind = plan::DeviceKind::kCpu,
+           .total_bytes = budget,
+           .budget_bytes = budget,
            .bandwidth = 10e9}};
 }
 
@@ -44,20 +48,25 @@ struct KvCase {
 // 512-token micro-batch), i.e. 512 extra cells per KV-owning sliding layer.
 TEST(PlannerKv, GemmaKvBytesEqualTheSpecTablesPlusTheStatedRingSlack) {
   const KvCase cases[] = {
-      {"e2b", 4096, 31457280},   {"e2b", 32768, 207618048},   {"e2b", 131072, 811597824},
-      {"e4b", 4096, 88080384},   {"e4b", 32768, 557842432},   {"e4b", 131072, 2168455168},
+      {"e2b", 4096, 31457280}, {"e2b", 32768, 207618048}, {"e2b", 131072, 811597824},
+      {"e4b", 4096, 88080384}, {"e4b", 32768, 557842432}, {"e4b", 131072, 2168455168},
   };
-  // Per-token bytes of one sliding layer at f16 (§4.1): E2B 1024, E4B 2048; owning sliding layers 12 / 20.
-  const std::map<std::string, std::pair<uint64_t, uint64_t>> sliding = {{"e2b", {12, 1024}}, {"e4b", {20, 2048}}};
+  // Per-token bytes of one sliding layer at f16 (§4.1): E2B 1024, E4B 2048; owning sliding layers
+  // 12 / 20.
+  const std::map<std::string, std::pair<uint64_t, uint64_t>> sliding = {{"e2b", {12, 1024}},
+                                                                        {"e4b", {20, 2048}}};
   for (const char* shape : {"e2b", "e4b"}) {
     const Opened m = open_shape("gemma4", shape);
     for (const auto& c : cases) {
       if (std::string(c.shape) != shape) continue;
-      // f16 → q8_0 / q4_0: every head dim is a multiple of 32, and 32 values take 64, 34 or 18 bytes.
-      for (auto [type, per32] : {std::pair{tensor::DType::kF16, 64}, std::pair{tensor::DType::kQ8_0, 34},
-                                 std::pair{tensor::DType::kQ4_0, 18}}) {
+      // f16 → q8_0 / q4_0: every head dim is a multiple of 32, and 32 values take 64, 34 or 18
+      // bytes.
+      for (auto [type, per32] :
+           {std::pair{tensor::DType::kF16, 64}, std::pair{tensor::DType::kQ8_0, 34},
+            std::pair{tensor::DType::kQ4_0, 18}}) {
         SCOPED_TRACE(fmt::format("{} ctx {} {}", shape, c.ctx, gguf::tensor_type_name(type)));
-        plan::Request r{.n_ctx = c.ctx, .k_type = type, .v_type = type, .n_slots = 1, .n_ubatch = 512};
+        plan::Request r{
+            .n_ctx = c.ctx, .k_type = type, .v_type = type, .n_slots = 1, .n_ubatch = 512};
         auto p = plan::make_plan({*m.file, m.spec, cpu_only()}, r);
         ASSERT_TRUE(p.ok()) << p.error().message();
         const auto [n_sliding, per_token] = sliding.at(shape);
@@ -102,7 +111,8 @@ TEST(PlannerFit, RefusesWithAlternativesFastestFirstAndFitAppliesTheBest) {
   auto roomy = plan::make_plan({*m.file, m.spec, cpu_only()}, r);
   ASSERT_TRUE(roomy.ok());
   // Room for 450 MiB of KV: 128K at q8_0 (414 MiB) fits, at f16 (780 MiB) it does not.
-  const uint64_t budget = roomy->bytes_on(0) - roomy->bytes_of(plan::ItemKind::kKvCache) + (450ull << 20);
+  const uint64_t budget =
+      roomy->bytes_on(0) - roomy->bytes_of(plan::ItemKind::kKvCache) + (450ull << 20);
   auto p = plan::plan_with_fit({*m.file, m.spec, cpu_only(budget)}, r, /*fit=*/false);
   ASSERT_TRUE(p.ok());
   EXPECT_FALSE(p->fits);
@@ -129,8 +139,12 @@ TEST(PlannerFit, RefusesWithAlternativesFastestFirstAndFitAppliesTheBest) {
 TEST(PlannerFit, PartialOffloadIsPlannedAndCostsSpeed) {
   const Opened m = open_shape("gemma4", "e2b");
   std::vector<plan::Device> devices = cpu_only();
-  devices.push_back({.name = "gpu", .kind = plan::DeviceKind::kGpu, .total_bytes = 2ull << 30,
-                     .budget_bytes = 2ull << 30, .bandwidth = 300e9, .link_bandwidth = 25e9});
+  devices.push_back({.name = "gpu",
+                     .kind = plan::DeviceKind::kGpu,
+                     .total_bytes = 2ull << 30,
+                     .budget_bytes = 2ull << 30,
+                     .bandwidth = 300e9,
+                     .link_bandwidth = 25e9});
   auto p = plan::plan_with_fit({*m.file, m.spec, devices}, {.n_ctx = 4096}, false);
   ASSERT_TRUE(p.ok());
   EXPECT_FALSE(p->fits);  // 3.2 GiB of weights on a 2 GiB GPU
@@ -143,7 +157,8 @@ TEST(PlannerFit, PartialOffloadIsPlannedAndCostsSpeed) {
   ASSERT_NE(first_automatic, nullptr);
   EXPECT_EQ(first_automatic->flags, "--ple-on-host");
   auto offload = plan::make_plan({*m.file, m.spec, devices}, {.n_ctx = 4096, .ple_on_host = true});
-  auto partial = plan::make_plan({*m.file, m.spec, devices}, {.n_ctx = 4096, .n_cpu_layers = 10, .ple_on_host = true});
+  auto partial = plan::make_plan({*m.file, m.spec, devices},
+                                 {.n_ctx = 4096, .n_cpu_layers = 10, .ple_on_host = true});
   ASSERT_TRUE(offload.ok() && partial.ok());
   EXPECT_LT(partial->prediction.tokens_per_second, offload->prediction.tokens_per_second);
   EXPECT_GT(partial->bytes_on(0), offload->bytes_on(0));

@@ -1,0 +1,46 @@
+// Forward passes of a loaded model over a token sequence, for the model tests that compare
+// backends (CPU, the emulated GPU, CUDA) logit by logit.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kv/cache.h"
+#include "model/model.h"
+
+namespace testing_util {
+
+struct LoadedModel {
+  std::unique_ptr<model::Model> model;
+  std::optional<kv::Cache> cache;
+};
+
+// Every position's logits in slot 0: the first `prefill` tokens in micro-batches of `ubatch`,
+// then one token per pass (decode), each pass's status checked. Zeros if loading failed.
+inline std::vector<float> logits_of_passes(LoadedModel& r, const std::vector<int32_t>& ids,
+                                           int prefill, int ubatch, int n_vocab) {
+  std::vector<float> logits(ids.size() * n_vocab);
+  if (!r.model || !r.cache) return logits;
+  EXPECT_TRUE(r.cache->reserve(0, static_cast<int>(ids.size())));
+  for (size_t start = 0; start < ids.size();) {
+    const int step = start < static_cast<size_t>(prefill) ? ubatch : 1;
+    const int n = static_cast<int>(std::min<size_t>(step, ids.size() - start));
+    std::vector<int32_t> pos(n), slot(n, 0);
+    std::vector<uint8_t> output(n, 1);
+    for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(start + i);
+    model::Batch batch{
+        .tokens = std::span(ids).subspan(start, n), .pos = pos, .slot = slot, .output = output};
+    auto s = r.model->forward(batch, *r.cache, logits.data() + start * n_vocab);
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    start += n;
+  }
+  return logits;
+}
+
+}  // namespace testing_util

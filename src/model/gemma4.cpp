@@ -420,9 +420,7 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
   for (int i = 0; i < n_out; ++i) m.ops->copy(m.s.xb + i * H, m.s.x + rows[i] * H, H);
   m.ops->rmsnorm(m.s.xb, output_norm_, m.s.xb, H, n_out, spec_.rms_eps);
   m.stage.logits(output_, m.s.xb, n_out, spec_.final_logit_softcap, logits);
-  util::Status crossed = lanes_.take_cross_error();
-  util::Status s = lanes_.status();
-  return !crossed ? crossed : s;
+  return lanes_.status();
 }
 
 }  // namespace

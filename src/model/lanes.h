@@ -2,14 +2,15 @@
 // load_model was given) unless LoadOptions splits it: then layers [0, n_host_layers) — and, with
 // ple_on_host, Gemma 4's per-layer-embedding lookup, with experts_on_host the MoE experts — run on
 // a host lane (options.host, the CPU backend, in host memory) and everything else on the main
-// lane (a GPU). Each lane has its own
-// staging (Stage), activations and tensor binding; where consecutive steps change lanes the
-// activations they hand over cross with one copy (Lanes::cross), the copies the planner counts.
+// lane (a GPU). Each lane has its own staging (Stage), activations and tensor binding; where
+// consecutive steps change lanes the activations they hand over cross with one copy
+// (Lanes::cross), the copies the planner counts.
 #pragma once
 
 #include <array>
 #include <cstring>
 #include <memory>
+#include <utility>
 
 #include "kernels/ops.h"
 #include "kv/cache.h"
@@ -94,9 +95,10 @@ class Lanes {
   void layers_done() {
     for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.layers_done();
   }
-  // The first failure of any lane since the last call; waits for each lane's queued ops.
+  // The first failure since the last call — a crossing's copy, then each lane's — after waiting
+  // for each lane's queued ops.
   util::Status status() {
-    util::Status first;
+    util::Status first = std::exchange(error_, {});
     for (int i = 0; i < n_lanes_; ++i) {
       util::Status s = lanes_[i].stage.status();
       if (!s && first.ok()) first = std::move(s);
@@ -119,7 +121,6 @@ class Lanes {
     }
     if (!s && error_.ok()) error_ = std::move(s);
   }
-  util::Status take_cross_error() { return std::exchange(error_, {}); }
 
   size_t workspace_bytes() const {
     size_t total = 0;

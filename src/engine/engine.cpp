@@ -61,9 +61,9 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   return engine;
 }
 
-util::Result<std::unique_ptr<Engine>> Engine::create(
-    std::shared_ptr<gguf::File> file, model::Spec spec, plan::Plan plan,
-    const std::function<util::Result<std::unique_ptr<kernels::Backend>>(int)>& gpu_backend) {
+util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File> file,
+                                                     model::Spec spec, plan::Plan plan,
+                                                     const GpuBackendFactory& gpu_backend) {
   std::unique_ptr<Engine> e(new Engine());
   e->rss_before_load_ = util::process_rss();
   e->file_ = std::move(file);

@@ -19,6 +19,9 @@
 
 namespace engine {
 
+// Makes the backend of GPU `index`.
+using GpuBackendFactory = std::function<util::Result<std::unique_ptr<kernels::Backend>>(int index)>;
+
 struct EngineOptions {
   std::string model_path;
   int n_ctx = 0;       // 0: the model's training context, capped at 4096
@@ -35,7 +38,7 @@ struct EngineOptions {
   plan::DeviceOptions devices{.probe = false};
   // The backend of GPU `index` (null: this build's, engine/gpu.h). Tests supply an emulated one,
   // which also runs plans for an --assume-gpu what-if.
-  std::function<util::Result<std::unique_ptr<kernels::Backend>>(int index)> gpu_backend;
+  GpuBackendFactory gpu_backend;
 };
 
 // Plan vs. reality for one class of memory.
@@ -52,8 +55,8 @@ struct Verification {
   uint64_t allocated_total = 0;
   uint64_t rss_before_load = 0;
   uint64_t rss_now = 0;
-  uint64_t rss_peak =
-      0;  // the process's highest RSS since loading began (see util::reset_peak_rss)
+  // The process's highest RSS since loading began (see util::reset_peak_rss).
+  uint64_t rss_peak = 0;
   uint64_t rss_growth() const { return rss_now > rss_before_load ? rss_now - rss_before_load : 0; }
   uint64_t peak_growth() const {
     return rss_peak > rss_before_load ? rss_peak - rss_before_load : 0;
@@ -66,9 +69,9 @@ class Engine {
   // Opens the model, plans the request, refuses (with the plan's alternatives) if it does not
   // fit, and allocates exactly the plan.
   static util::Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
-  static util::Result<std::unique_ptr<Engine>> create(
-      std::shared_ptr<gguf::File> file, model::Spec spec, plan::Plan plan,
-      const std::function<util::Result<std::unique_ptr<kernels::Backend>>(int)>& gpu_backend = {});
+  static util::Result<std::unique_ptr<Engine>> create(std::shared_ptr<gguf::File> file,
+                                                      model::Spec spec, plan::Plan plan,
+                                                      const GpuBackendFactory& gpu_backend = {});
 
   const model::Spec& spec() const { return spec_; }
   const gguf::File& file() const { return *file_; }

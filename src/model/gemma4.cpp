@@ -51,15 +51,15 @@ struct Scratch {
   float *hb, *hb2;       // [B][max n_ff]
   float *ple, *ple_tmp;  // [B][L·P] per-layer inputs (layer l at column l·P)
   float *ple_a, *ple_b;  // [B][P]
-  float *moe_in, *moe_out, *moe_acc, *moe_rows_in,
-      *moe_rows_out;         // [B][H]: router input, experts' input, their sum, rows per expert
-  float* router_logits;      // [B][n_expert]
-  float* expert_gu;          // [B][2F]
-  float* expert_h;           // [B][F]
-  int32_t* expert_ids;       // [B][k]
-  float* expert_weights;     // [B][k]
-  int32_t* expert_rows;      // [B]
-  kernels::KvWrite* kv_dst;  // [B]
+  // [B][H]: router input, experts' input, their sum, rows per expert
+  float *moe_in, *moe_out, *moe_acc, *moe_rows_in, *moe_rows_out;
+  float* router_logits;             // [B][n_expert]
+  float* expert_gu;                 // [B][2F]
+  float* expert_h;                  // [B][F]
+  int32_t* expert_ids;              // [B][k]
+  float* expert_weights;            // [B][k]
+  int32_t* expert_rows;             // [B]
+  kernels::KvWrite* kv_dst;         // [B]
   const kernels::KvSpan** kv_span;  // [B]
   int32_t* out_rows;                // [B]
 
@@ -393,8 +393,8 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
   lanes_.begin(batch, cache);
 
   L& m = lanes_.main();
-  m.ops->get_rows(token_embd_, m.stage.tokens(), T, spec_.embed_scale,
-                  m.s.x);  // §2.1: x0 = E[t]·√H
+  // §2.1: x0 = E[t]·√H
+  m.ops->get_rows(token_embd_, m.stage.tokens(), T, spec_.embed_scale, m.s.x);
   if (spec_.n_embd_per_layer > 0) per_layer_inputs(batch);
   L* at = &m;
   for (const auto& l : spec_.layers) {

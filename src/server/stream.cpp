@@ -1,7 +1,10 @@
-// Generated tokens to shown text (stop strings held back) and that text to SSE chunks or JSON.
+// Generated tokens to shown text (stop strings held back), that text to SSE chunks or JSON, and
+// the response a connection pulls.
 #include "server/stream.h"
 
 #include <cmath>
+
+#include "server/json_body.h"
 
 namespace server {
 
@@ -10,7 +13,7 @@ using nlohmann::json;
 namespace {
 
 std::string sse(const json& j) {
-  return "data: " + j.dump() + "\n\n";
+  return "data: " + dump_json(j) + "\n\n";
 }
 
 double seconds_between(engine::Clock::time_point a, engine::Clock::time_point b) {
@@ -19,6 +22,11 @@ double seconds_between(engine::Clock::time_point a, engine::Clock::time_point b)
 
 ApiError generation_failed(const std::string& error) {
   return ApiError{.status = 500, .message = "generation failed: " + error, .type = "server_error"};
+}
+
+// To its client a request the server cut is truncated, as by max_tokens.
+engine::FinishReason shown_reason(engine::FinishReason reason) {
+  return reason == engine::FinishReason::kCancelled ? engine::FinishReason::kLength : reason;
 }
 
 }  // namespace
@@ -43,7 +51,7 @@ bool TokenChannel::on_token(int32_t token, float probability) {
     pending_.pieces.push_back(std::move(shown));
     if (logprobs_) pending_.logprobs.push_back({tokenizer_.piece(token), std::log(probability)});
   }
-  changed_.notify_all();
+  if (listener_) listener_();
   return !stop_.hit();
 }
 
@@ -60,14 +68,11 @@ void TokenChannel::on_done(engine::FinishReason reason, const engine::RequestSta
     pending_.stats = stats;
     pending_.error = error;
   }
-  changed_.notify_all();
+  if (listener_) listener_();
 }
 
-Taken TokenChannel::take(std::chrono::milliseconds wait) {
-  std::unique_lock lock(mutex_);
-  changed_.wait_for(lock, wait, [&] {
-    return pending_.done || !pending_.pieces.empty() || !pending_.logprobs.empty();
-  });
+Taken TokenChannel::take() {
+  std::lock_guard lock(mutex_);
   Taken out;
   out.pieces.swap(pending_.pieces);
   out.logprobs.swap(pending_.logprobs);
@@ -99,10 +104,10 @@ std::string ResponseWriter::write_whole(const Taken& taken) {
   all_logprobs_.insert(all_logprobs_.end(), taken.logprobs.begin(), taken.logprobs.end());
   if (!taken.done) return {};
   if (taken.reason == engine::FinishReason::kError)
-    return generation_failed(taken.error).to_json().dump();
-  return completion_json(header_, text_, logprobs_ ? &all_logprobs_ : nullptr, taken.reason,
-                         {taken.stats.n_prompt, taken.stats.n_generated})
-      .dump();
+    return dump_json(generation_failed(taken.error).to_json());
+  return dump_json(completion_json(header_, text_, logprobs_ ? &all_logprobs_ : nullptr,
+                                   shown_reason(taken.reason),
+                                   {taken.stats.n_prompt, taken.stats.n_generated}));
 }
 
 std::string ResponseWriter::write_stream(const Taken& taken) {
@@ -131,12 +136,58 @@ std::string ResponseWriter::write_stream(const Taken& taken) {
   if (taken.reason == engine::FinishReason::kError) {
     out += sse(generation_failed(taken.error).to_json());
   } else {
-    out += sse(chunk_json(header_, "", false, nullptr, taken.reason));
+    out += sse(chunk_json(header_, "", false, nullptr, shown_reason(taken.reason)));
     if (include_usage_)
       out += sse(usage_chunk_json(header_, {taken.stats.n_prompt, taken.stats.n_generated}));
   }
   out += "data: [DONE]\n\n";
   return out;
+}
+
+CompletionSource::CompletionSource(std::shared_ptr<TokenChannel> channel, ResponseWriter writer,
+                                   std::function<void()> on_abandon)
+    : channel_(std::move(channel)),
+      writer_(std::move(writer)),
+      on_abandon_(std::move(on_abandon)) {}
+
+ResponseSource::Part CompletionSource::pull() {
+  Taken taken = channel_->take();
+  Part part;
+  if (started_) {
+    part.more = writer_.write(taken);
+    part.last = taken.done;
+    return part;
+  }
+  if (!taken.done && (writer_.streaming() ? taken.pieces.empty() : true)) {
+    if (!writer_.streaming()) writer_.write(taken);  // the whole text is gathered until the end
+    return part;
+  }
+  started_ = true;
+  part.last = taken.done;
+  if (taken.done && taken.reason == engine::FinishReason::kCancelled &&
+      taken.stats.n_generated == 0) {
+    // Cut by the server before it produced anything: nothing is lost by sending it elsewhere.
+    const ApiError e{.status = 503,
+                     .message = "the server stopped before this request started: retry it",
+                     .type = "server_error",
+                     .code = "draining"};
+    part.start = HttpResponse{
+        .status = 503, .headers = {{"Retry-After", "1"}}, .body = dump_json(e.to_json())};
+    return part;
+  }
+  const bool failed = taken.done && taken.reason == engine::FinishReason::kError;
+  part.start = HttpResponse{
+      .status = failed ? 500 : 200,
+      .content_type = writer_.content_type(),
+      .headers = writer_.streaming() ? HttpHeaders{{"Cache-Control", "no-cache"}} : HttpHeaders{},
+      .body = writer_.write(taken),
+      .chunked = writer_.streaming()};
+  return part;
+}
+
+void CompletionSource::abandon() {
+  auto on_abandon = std::exchange(on_abandon_, nullptr);
+  if (on_abandon && !channel_->done()) on_abandon();
 }
 
 }  // namespace server

@@ -1,17 +1,18 @@
-// server::TokenChannel and server::ResponseWriter — how generated text travels from the engine
-// thread to the connection, and the bytes the client receives: one SSE chunk per token, or one
-// JSON completion at the end.
+// server::TokenChannel, server::ResponseWriter and server::CompletionSource — how generated text
+// travels from the engine thread to the connection, and the bytes the client receives: one SSE
+// chunk per token, or one JSON completion at the end.
 #pragma once
 
-#include <chrono>
-#include <condition_variable>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "engine/request.h"
 #include "server/api.h"
+#include "server/http.h"
 #include "server/metrics.h"
 #include "server/stop.h"
 #include "tokenizer/tokenizer.h"
@@ -43,8 +44,12 @@ class TokenChannel {
   void on_done(engine::FinishReason reason, const engine::RequestStats& stats,
                const std::string& error);
 
-  // Connection side: waits up to `wait` for something new, then takes it.
-  Taken take(std::chrono::milliseconds wait);
+  // Called on the engine thread after each push (the connection is then woken to take it). Set
+  // before the request is submitted.
+  void set_listener(std::function<void()> listener) { listener_ = std::move(listener); }
+
+  // Connection side: everything new since the last take; whether the request has ended.
+  Taken take();
   bool done();
 
  private:
@@ -55,9 +60,9 @@ class TokenChannel {
   tokenizer::StreamDecoder decoder_;
   StopMatcher stop_;
   engine::Clock::time_point last_token_;
+  std::function<void()> listener_;
   // Shared, under mutex_.
   std::mutex mutex_;
-  std::condition_variable changed_;
   Taken pending_;
 };
 
@@ -68,7 +73,10 @@ class ResponseWriter {
 
   // The bytes to send now (possibly none). Once `taken.done`, the end of the response: the last
   // chunk with finish_reason, the usage chunk if asked and [DONE]; or the whole JSON completion.
+  // A request the server cut (cancelled while its client listens: a drain's deadline) ends as
+  // truncated, finish_reason "length".
   std::string write(const Taken& taken);
+  bool streaming() const { return stream_; }
   const char* content_type() const { return stream_ ? "text/event-stream" : "application/json"; }
 
  private:
@@ -80,6 +88,24 @@ class ResponseWriter {
   bool role_sent_ = false;
   std::string text_;  // not streaming: the whole text so far
   std::vector<TokenLogprob> all_logprobs_;
+};
+
+// One submitted completion's response, pulled by its connection: the head waits for the first
+// generated text (or the end), so a request cut before it started still gets a retryable 503 and
+// a failed one a 500.
+class CompletionSource : public ResponseSource {
+ public:
+  // `on_abandon`: the client went away first (cancel the request).
+  CompletionSource(std::shared_ptr<TokenChannel> channel, ResponseWriter writer,
+                   std::function<void()> on_abandon);
+  Part pull() override;
+  void abandon() override;
+
+ private:
+  std::shared_ptr<TokenChannel> channel_;
+  ResponseWriter writer_;
+  std::function<void()> on_abandon_;
+  bool started_ = false;
 };
 
 }  // namespace server

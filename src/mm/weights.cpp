@@ -49,8 +49,8 @@ util::Result<Linear> Weights::linear(const std::string& base, int64_t n_in, int6
   return l;
 }
 
-util::Result<kernels::Matrix> Weights::flat_matrix(const std::string& name,
-                                                   std::initializer_list<int64_t> shape) {
+util::Result<const gguf::TensorInfo*> Weights::find(const std::string& name,
+                                                    std::initializer_list<int64_t> shape) const {
   const gguf::TensorInfo* t = file_.find_tensor(name);
   if (!t) return util::errorf("mmproj: {}: required tensor '{}' is missing", file_.name(), name);
   const std::vector<int64_t> want(shape);
@@ -60,6 +60,26 @@ util::Result<kernels::Matrix> Weights::flat_matrix(const std::string& name,
                           file_.name(), name);
     }
   }
+  return t;
+}
+
+util::Result<const float*> Weights::host_floats(const std::string& name,
+                                                std::initializer_list<int64_t> shape) {
+  HR_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(name, shape));
+  if (t->type == gguf::TensorType::kF32) return reinterpret_cast<const float*>(t->data.data());
+  std::vector<float> values(t->n_elements);
+  auto status = tensor::dequantize_row(t->type, t->data.data(), values.data(),
+                                       static_cast<int64_t>(t->n_elements));
+  if (!status)
+    return std::move(status).error().with_context(fmt::format("mmproj: tensor '{}'", name));
+  converted_.push_back(std::move(values));
+  return converted_.back().data();
+}
+
+util::Result<kernels::Matrix> Weights::flat_matrix(const std::string& name,
+                                                   std::initializer_list<int64_t> shape) {
+  HR_ASSIGN_OR_RETURN(const gguf::TensorInfo* t, find(name, shape));
+  const std::vector<int64_t> want(shape);
   if (!tensor::can_dequantize(t->type)) {
     return util::errorf(
         "mmproj: {}: tensor '{}' is stored as {}, which headroom cannot compute with", file_.name(),

@@ -52,6 +52,10 @@ class Weights {
   // of n_cols = the product of the others (a convolution kernel [out][in][kh][kw]).
   util::Result<kernels::Matrix> flat_matrix(const std::string& name,
                                             std::initializer_list<int64_t> shape);
+  // A tensor of any shape as f32 values in host memory (converted once if stored otherwise), for
+  // the host-memory ops: a depthwise kernel [n_channels][K] (ggml {K, n_channels}).
+  util::Result<const float*> host_floats(const std::string& name,
+                                         std::initializer_list<int64_t> shape);
   // Weights placed in the backend's own memory (0 on a host backend).
   size_t placed_bytes() const { return placer_ ? placer_->bytes() : 0; }
   bool has(const std::string& name) const { return binder_->has(name); }
@@ -61,6 +65,10 @@ class Weights {
   std::unique_ptr<model::BackendPlacer> placer_;
   std::unique_ptr<model::Binder> binder_;
   std::unique_ptr<model::Binder> host_;  // binds into the mapping, never placed
+  std::vector<std::vector<float>> converted_;
+
+  util::Result<const gguf::TensorInfo*> find(const std::string& name,
+                                             std::initializer_list<int64_t> shape) const;
 };
 
 }  // namespace mm

@@ -46,11 +46,40 @@ inline bool run_python(const std::string& script, const std::string& args) {
   return true;
 }
 
-// A tiny random-weight Gemma 4 projector written by tests/reference/synth_mmproj.py.
-inline fs::path tiny_projector(const fs::path& dir, const std::string& options = "--clamp") {
-  const fs::path path = dir / "mmproj.gguf";
-  run_python("synth_mmproj.py", "--shape tiny " + options + " -o " + path.string());
-  return path;
+// The output of `script args -o OUT`, made once: ctest runs every test in a process of its own,
+// so outputs are kept in the build tree under a hash of the reference scripts, the arguments and
+// every file they name, and shared by the processes (written aside, then renamed into place).
+inline fs::path cached_python(const std::string& script, const std::string& args) {
+  std::string key = args;
+  for (const auto& entry : fs::directory_iterator(testing_util::source_dir() / "tests/reference")) {
+    if (entry.path().extension() == ".py") key += testing_util::read_text(entry.path());
+  }
+  size_t start = 0;
+  while (start < args.size()) {  // the contents of the files the arguments name
+    size_t end = args.find(' ', start);
+    if (end == std::string::npos) end = args.size();
+    const fs::path word = args.substr(start, end - start);
+    std::error_code ec;
+    if (fs::is_regular_file(word, ec)) key += testing_util::read_text(word);
+    start = end + 1;
+  }
+  const fs::path dir = testing_util::binary_dir() / "tests/mm/reference-cache";
+  fs::create_directories(dir);
+  const fs::path out = dir / fmt::format("{:016x}.gguf", std::hash<std::string>{}(script + key));
+  if (fs::exists(out)) return out;
+  // Written beside its final name under a name of this process's own, then renamed: a test in
+  // another process never sees half a file.
+  const fs::path own_dir = testing_util::temp_dir();
+  const fs::path partial = dir / (out.filename().string() + "." + own_dir.filename().string());
+  if (!run_python(script, args + " -o " + partial.string())) return out;
+  fs::rename(partial, out);
+  return out;
+}
+
+// A tiny random-weight Gemma 4 projector written by tests/reference/synth_mmproj.py (vision and
+// audio, clip bounds on the clippable linears).
+inline fs::path tiny_projector(const std::string& options = "--clamp") {
+  return cached_python("synth_mmproj.py", "--shape tiny " + options);
 }
 
 // The named arrays of a reference dump (a GGUF of f32 tensors, f16 for 8-bit pixel values).

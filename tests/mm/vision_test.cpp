@@ -54,17 +54,12 @@ std::vector<float> as_floats(const std::vector<uint8_t>& v) {
 class ImagePipeline : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new fs::path(testing_util::temp_dir());
     std::string args = "preprocess";
     for (const auto& name : kImages) args += fmt::format(" {}", data(name).string());
-    args += fmt::format(" --budgets 70 -o {}", (*dir_ / "preprocess.gguf").string());
-    if (run_python("reference_mm.py", args)) dump_ = new Dump(read_dump(*dir_ / "preprocess.gguf"));
+    args += " --budgets 70";
+    dump_ = new Dump(read_dump(cached_python("reference_mm.py", args)));
   }
-  static void TearDownTestSuite() {
-    delete dump_;
-    delete dir_;
-  }
-  static inline fs::path* dir_ = nullptr;
+  static void TearDownTestSuite() { delete dump_; }
   static inline Dump* dump_ = nullptr;
 };
 
@@ -231,13 +226,10 @@ class VisionStages : public ::testing::TestWithParam<EncoderCase> {};
 // Each stage of headroom's encoder against the reference run on the same image and weights.
 TEST_P(VisionStages, MatchReference) {
   const EncoderCase& c = GetParam();
-  const fs::path dir = testing_util::temp_dir();
-  const fs::path proj = tiny_projector(dir, c.synth);
-  const fs::path dump_path = dir / "reference.gguf";
-  ASSERT_TRUE(run_python("reference_mm.py", "image " + proj.string() + " " +
-                                                data("rose.jpg").string() +
-                                                " --image-tokens 70 -o " + dump_path.string()));
-  const Dump ref = read_dump(dump_path);
+  const fs::path proj = tiny_projector(c.synth);
+  const Dump ref = read_dump(cached_python(
+      "reference_mm.py",
+      fmt::format("image {} {} --image-tokens 70", proj.string(), data("rose.jpg").string())));
 
   auto file = gguf::File::open(proj.string());
   ASSERT_TRUE(file.ok()) << file.error().message();
@@ -279,15 +271,14 @@ INSTANTIATE_TEST_SUITE_P(
     Backends, VisionStages,
     ::testing::Values(EncoderCase{"f32_clamped_ref", "--clamp", "ref", 1e-5},
                       EncoderCase{"f32_clamped_cpu", "--clamp", "cpu", 1e-5},
-                      EncoderCase{"f32_emulated_gpu", "", "emulated-gpu", 1e-5},
+                      EncoderCase{"f32_clamped_emulated_gpu", "--clamp", "emulated-gpu", 1e-5},
                       // F16 weights: the reference dequantizes the same bytes, so only arithmetic
                       // differs (the CPU kernels convert activations to f32 for f16 rows).
-                      EncoderCase{"f16_cpu", "--type f16", "cpu", 1e-5}),
+                      EncoderCase{"f16_clamped_cpu", "--clamp --type f16", "cpu", 1e-5}),
     [](const auto& p) { return p.param.name; });
 
 TEST(ProjectorSpec, ReadsTheConvertersLayout) {
-  const fs::path dir = testing_util::temp_dir();
-  auto file = gguf::File::open(tiny_projector(dir, "").string());
+  auto file = gguf::File::open(tiny_projector("").string());
   ASSERT_TRUE(file.ok());
   auto spec = mm::projector_from_gguf(*file);
   ASSERT_TRUE(spec.ok()) << spec.error().message();

@@ -427,6 +427,7 @@ def main():
     ap.add_argument("--image-tokens", type=int, default=280, choices=SUPPORTED_SOFT_TOKENS)
     ap.add_argument("--budgets", default="70,280", help="preprocess: comma-separated token budgets")
     ap.add_argument("--patch-size", type=int, default=16, help="preprocess: pixels per patch side")
+    ap.add_argument("--samples", type=int, help="audio: keep only the first N samples of the clip")
     ap.add_argument("-o", "--output", required=True)
     args = ap.parse_args()
     dump = {}
@@ -454,6 +455,8 @@ def main():
         vision_forward(f, patches, positions, dump)
     else:
         samples, rate = read_wav(args.inputs[1])
+        if args.samples:
+            samples = samples[:args.samples]
         if rate != SAMPLE_RATE:
             raise ValueError(f"the reference takes {SAMPLE_RATE} Hz audio, not {rate}")
         mel, valid = log_mel(samples)

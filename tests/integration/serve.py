@@ -8,9 +8,10 @@ import urllib.request
 
 
 @contextlib.contextmanager
-def headroom_server(binary, *args, process=None):
+def headroom_server(binary, *args, process=None, exit_status=0):
     """Yields the server's base URL (http://127.0.0.1:PORT) once it answers /health; `process`, a
-    list, receives the Popen object."""
+    list, receives the Popen object. On leaving, SIGTERM; the exit status must be `exit_status`
+    (a test that kills the server itself says which signal: -9)."""
     proc = subprocess.Popen([binary, "serve", "--port", "0", *args], stderr=subprocess.PIPE, text=True)
     if process is not None:
         process.append(proc)
@@ -42,8 +43,8 @@ def headroom_server(binary, *args, process=None):
         if rest:
             sys.stderr.write(rest)
         # SIGTERM drains: the server ends what runs and exits 0.
-        if proc.returncode != 0:
-            raise RuntimeError(f"headroom serve exited with {proc.returncode} after SIGTERM")
+        if proc.returncode != exit_status:
+            raise RuntimeError(f"headroom serve exited with {proc.returncode}, not {exit_status}")
 
 
 def metrics(url):

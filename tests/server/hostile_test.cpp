@@ -85,6 +85,20 @@ TEST(Hostile, NestedJsonPastTheDepthLimitIs400SayingTheLimit) {
   expect_golden_answer(s);
 }
 
+// Found by fuzz/request_fuzz.cpp: a number past double's range made the parser throw an error
+// that was not a parse error, and the request a 500.
+TEST(Hostile, NumbersPastDoubleRangeAre400) {
+  Running s(small(), hostile_options());
+  auto c = s.client();
+  for (const char* body :
+       {R"({"prompt":"x","temperature":1e400})", R"({"prompt":"x","extra":[-0.5e+3555]})"}) {
+    auto res = c.Post("/v1/completions", body, "application/json");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << body << " → " << res->body;
+  }
+  expect_golden_answer(s);
+}
+
 TEST(Hostile, OversizedBodiesAndHeadsAreRefusedWithoutReadingThem) {
   Running s(small(), hostile_options());
   const int port = s.port();

@@ -30,18 +30,21 @@ const tokenizer::Tokenizer& vocabulary() {
   return *tok;
 }
 
-void run_response_format(const nlohmann::ordered_json& response_format, const tokenizer::Tokenizer& tok) {
+void run_response_format(const nlohmann::ordered_json& response_format,
+                         const tokenizer::Tokenizer& tok) {
   auto compiled = sample::compile_response_format(response_format, tok);
   if (!compiled || !*compiled) return;
   std::vector<float> logits(static_cast<size_t>(tok.n_vocab()));
   std::vector<int32_t> generated;
   for (int step = 0; step < 8; ++step) {
     // Scores that differ per step and token, so different paths through the grammar are taken.
-    for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>((i * 2654435761u + step * 40503u) % 1000);
+    for (size_t i = 0; i < logits.size(); ++i)
+      logits[i] = static_cast<float>((i * 2654435761u + step * 40503u) % 1000);
     (*compiled)->mask(logits, generated);
     int32_t best = -1;
     for (size_t i = 0; i < logits.size(); ++i) {
-      if (std::isfinite(logits[i]) && (best < 0 || logits[i] > logits[static_cast<size_t>(best)])) best = static_cast<int32_t>(i);
+      if (std::isfinite(logits[i]) && (best < 0 || logits[i] > logits[static_cast<size_t>(best)]))
+        best = static_cast<int32_t>(i);
     }
     if (best < 0 || tok.is_end_of_generation(best)) break;
     generated.push_back(best);

@@ -37,7 +37,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     const auto& r = std::get<server::CompletionRequest>(request);
-    if (!r.response_format.is_null()) fuzz::run_response_format(document.at("response_format"), tok);
+    if (!r.response_format.is_null())
+      fuzz::run_response_format(document.at("response_format"), tok);
   }
   return 0;
 }

@@ -98,6 +98,18 @@ std::string chunk(std::string_view bytes) {
   return out;
 }
 
+// A route's answer, or a 500 if it throws: no exception may end an I/O or worker thread.
+template <class Route>
+std::optional<HttpResponse> guarded(const HttpRoutes& routes, Route&& route) {
+  try {
+    return route();
+  } catch (const std::exception& e) {
+    return routes.error(500, std::string("internal error: ") + e.what(), "internal");
+  } catch (...) {
+    return routes.error(500, "internal error", "internal");
+  }
+}
+
 }  // namespace
 
 std::string_view HttpRequestHead::path() const {
@@ -254,8 +266,9 @@ class Connection : public Reply, public std::enable_shared_from_this<Connection>
     }
     if (parser_->content_length() && *parser_->content_length() > limits_.max_body_bytes)
       return too_large();
-    if (auto rejected = server_.routes.screen(head_))
+    if (auto rejected = guarded(server_.routes, [&] { return server_.routes.screen(head_); })) {
       return respond_and_close(std::move(*rejected));
+    }
     if (parser_->is_done()) return dispatch();
     if (iequals(trim(head_.header("Expect")), "100-continue")) {
       out_ = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -320,16 +333,23 @@ class Connection : public Reply, public std::enable_shared_from_this<Connection>
     keep_alive_ = parser_->keep_alive();
     HttpRequest request{std::move(head_), std::move(parser_->get().body())};
     parser_.reset();
-    if (auto answer = server_.routes.probe(request)) return send_now(std::move(*answer));
+    head_only_ = request.head.method == "HEAD";
+    if (auto answer = guarded(server_.routes, [&] { return server_.routes.probe(request); })) {
+      return send_now(std::move(*answer));
+    }
     if (overflow_) {
       return respond_and_close(server_.routes.error(
           503, "the server has its maximum of open connections (--max-connections); retry shortly",
           "over_capacity"));
     }
-    head_only_ = request.head.method == "HEAD";
     read_some();  // notices a client that goes away while the response is produced
     net::post(server_.workers, [self = shared_from_this(), request = std::move(request)]() mutable {
-      self->server_.routes.handle(std::move(request), self);
+      const HttpRoutes& routes = self->server_.routes;
+      auto failed = guarded(routes, [&]() -> std::optional<HttpResponse> {
+        routes.handle(std::move(request), self);
+        return std::nullopt;
+      });
+      if (failed) self->send(std::move(*failed));  // ignored if the handler had answered
     });
   }
 
@@ -379,7 +399,13 @@ class Connection : public Reply, public std::enable_shared_from_this<Connection>
   // Takes what the source has ready and writes it, one write at a time.
   void pump() {
     if (phase_ != Phase::kHandling || !source_ || writing_ || source_done_) return;
-    ResponseSource::Part part = source_->pull();
+    ResponseSource::Part part;
+    try {
+      part = source_->pull();
+    } catch (const std::exception& e) {
+      util::log_error("http: a response failed while it was sent: {}", e.what());
+      return close();
+    }
     std::string bytes;
     bool last = part.last;
     if (part.start && responded_) {

@@ -46,7 +46,8 @@ std::variant<nlohmann::ordered_json, ApiError> parse_json_body(std::string_view 
   }
   try {
     return nlohmann::ordered_json::parse(body);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception&
+               e) {  // parse_error, or out_of_range: a number past double's range
     // The parser quotes what it read last, which may be a whole long string: keep the start.
     std::string_view what = e.what();
     constexpr size_t kShown = 240;

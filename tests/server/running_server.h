@@ -149,14 +149,15 @@ inline std::vector<std::string> sse_events(const std::string& body) {
 
 // A greedy completion of the first golden prompt on a fresh connection equals the golden text:
 // the server still answers correctly (called after each hostile case).
-inline void expect_golden_answer(const Running& s) {
+inline void expect_golden_answer(const Running& s, const httplib::Headers& headers = {}) {
   const Golden g = golden()[0];
   bool stopped = false;
   const auto [text, n] = golden_text(s.tokenizer(), g, 16, &stopped);
   auto c = s.client();
   int status = 0;
-  const json r = post(c, "/v1/completions",
-                      {{"prompt", g.prompt}, {"max_tokens", 16}, {"temperature", 0}}, &status);
+  const json r =
+      post(c, "/v1/completions", {{"prompt", g.prompt}, {"max_tokens", 16}, {"temperature", 0}},
+           &status, headers);
   EXPECT_EQ(status, 200) << r.dump();
   if (status == 200) {
     EXPECT_EQ(r["choices"][0]["text"], text);

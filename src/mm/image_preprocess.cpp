@@ -147,24 +147,27 @@ Image resize_bicubic(const Image& in, int width, int height) {
   return out;
 }
 
-util::Result<ImagePatches> preprocess_image(const Image& image, const VisionSpec& vision,
-                                            int max_tokens) {
+util::Result<Image> resize_for_budget(const Image& image, const VisionSpec& vision,
+                                      int max_tokens) {
   HR_TRY(check_image_tokens(max_tokens));
   HR_ASSIGN_OR_RETURN(Size size, target_size(image.height, image.width, vision.patch_size,
                                              vision.pooling, max_tokens));
-  const int p = vision.patch_size;
-  ImagePatches out;
-  out.grid_width = size.width / p;
-  out.grid_height = size.height / p;
-  if (out.grid_width > vision.n_positions || out.grid_height > vision.n_positions) {
+  const int across = size.width / vision.patch_size, down = size.height / vision.patch_size;
+  if (across > vision.n_positions || down > vision.n_positions) {
     return util::errorf(
         "image: {}x{} becomes {}x{} patches, more per side than the encoder's {} positions — crop "
         "it "
         "closer to square",
-        image.width, image.height, out.grid_width, out.grid_height, vision.n_positions);
+        image.width, image.height, across, down, vision.n_positions);
   }
+  return resize_bicubic(image, size.width, size.height);
+}
+
+void patchify(const Image& resized, const VisionSpec& vision, ImagePatches& out) {
+  const int p = vision.patch_size;
+  out.grid_width = resized.width / p;
+  out.grid_height = resized.height / p;
   out.n_tokens = out.n_patches() / (vision.pooling * vision.pooling);
-  const Image resized = resize_bicubic(image, size.width, size.height);
   const int values = vision.patch_values();
   out.pixels.resize(static_cast<size_t>(out.n_patches()) * values);
   for (int gy = 0; gy < out.grid_height; ++gy) {
@@ -173,7 +176,7 @@ util::Result<ImagePatches> preprocess_image(const Image& image, const VisionSpec
       for (int c = 0; c < 3; ++c) {
         for (int y = 0; y < p; ++y) {
           const uint8_t* row =
-              resized.rgb.data() + (static_cast<size_t>(gy * p + y) * size.width + gx * p) * 3;
+              resized.rgb.data() + (static_cast<size_t>(gy * p + y) * resized.width + gx * p) * 3;
           for (int x = 0; x < p; ++x) {
             const float v = static_cast<float>(row[x * 3 + c] / 255.0);
             patch[(c * p + y) * p + x] = 2.0f * (v - 0.5f);
@@ -182,6 +185,13 @@ util::Result<ImagePatches> preprocess_image(const Image& image, const VisionSpec
       }
     }
   }
+}
+
+util::Result<ImagePatches> preprocess_image(const Image& image, const VisionSpec& vision,
+                                            int max_tokens) {
+  HR_ASSIGN_OR_RETURN(Image resized, resize_for_budget(image, vision, max_tokens));
+  ImagePatches out;
+  patchify(resized, vision, out);
   return out;
 }
 

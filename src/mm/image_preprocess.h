@@ -44,6 +44,12 @@ struct ImagePatches {
   int n_patches() const { return grid_width * grid_height; }
 };
 
+// The image resized to the size target_size() picks for the budget (checked against the
+// encoder's position tables).
+util::Result<Image> resize_for_budget(const Image& image, const VisionSpec& vision, int max_tokens);
+// Cuts a resized image (sides multiples of pooling × patch) into patches, reusing out's storage.
+void patchify(const Image& resized, const VisionSpec& vision, ImagePatches& out);
+// resize_for_budget, then patchify.
 util::Result<ImagePatches> preprocess_image(const Image& image, const VisionSpec& vision,
                                             int max_tokens);
 

@@ -87,6 +87,14 @@ class GgufWriter:
                 kind = _default_kind(value)
         self.kv.append((key, _value(value, kind)))
 
+    def empty_tensor(self, name, shape, type_name="f32"):
+        """A tensor whose bytes are left unwritten (a sparse file): for plans, which read only the
+        tensor table. shape in numpy order."""
+        dims = list(reversed(shape))
+        n = int(np.prod(shape))
+        size = {"f32": n * 4, "f16": n * 2, "q8_0": n // 32 * 34}[type_name]
+        self.tensors.append((name, dims, TYPES[type_name], size))
+
     def tensor(self, name, array, type_name="f32"):
         """array: numpy, row-major; its last axis becomes ggml ne0."""
         a = np.ascontiguousarray(array)
@@ -108,15 +116,18 @@ class GgufWriter:
         for key, value in self.kv:
             head += _string(key) + value
         offset = 0
-        offsets = []
         for name, dims, ttype, data in self.tensors:
-            offsets.append(offset)
             head += _string(name) + struct.pack("<I", len(dims)) + b"".join(struct.pack("<Q", d) for d in dims)
             head += struct.pack("<I", ttype) + struct.pack("<Q", offset)
-            offset += (len(data) + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+            size = data if isinstance(data, int) else len(data)
+            offset += (size + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
         head += b"\0" * (-len(head) % ALIGNMENT)
         with open(path, "wb") as f:
             f.write(head)
             for _, _, _, data in self.tensors:
+                if isinstance(data, int):  # unwritten: skip over it
+                    f.seek(f.tell() + (data + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT)
+                    continue
                 f.write(data)
                 f.write(b"\0" * (-len(data) % ALIGNMENT))
+            f.truncate(f.tell())

@@ -5,7 +5,7 @@ clip.audio.* keys, projector types gemma4v / gemma4a, tensors v.* (vision tower)
 conformer), mm.* and mm.a.* (the embedders into the text model).
 
     synth_mmproj.py --shape tiny -o mmproj.gguf [--text-embd 128] [--type f32|f16|q8_0]
-                    [--no-audio] [--no-vision] [--clamp] [--seed N]
+                    [--no-audio] [--no-vision] [--clamp] [--seed N] [--no-weights]
 
 Shapes: tiny (tests: small widths, but the real patch size, pooling, mel bins and conformer
 constants, so the real preprocessing runs), e2b (768-wide 16-layer ViT + 12-layer 1024-wide
@@ -44,12 +44,30 @@ N_MEL = 128          # Gemma4AudioFeatureExtractor feature_size
 LINEAR_CLAMPS = ("input_min", "input_max", "output_min", "output_max")
 
 
+class SparseWriter(GgufWriter):
+    """Writes the tensor table only (data left unwritten): a real-shaped file for plans."""
+
+    def tensor(self, name, array, type_name="f32"):
+        self.empty_tensor(name, np.shape(array), type_name)
+
+
+class ShapeOnly:
+    """Stands in for numpy's generator when no values are wanted: arrays of the right shape, no
+    data drawn (np.broadcast_to allocates nothing)."""
+
+    def normal(self, loc=0.0, scale=1.0, size=None):
+        return np.broadcast_to(np.float64(loc), size)
+
+    def uniform(self, low=0.0, high=1.0, size=None):
+        return low if size is None else np.broadcast_to(np.float64(low), size)
+
+
 class Synth:
-    def __init__(self, seed, wtype, clamp):
-        self.rng = np.random.default_rng(seed)
+    def __init__(self, seed, wtype, clamp, sparse=False):
+        self.rng = ShapeOnly() if sparse else np.random.default_rng(seed)
         self.wtype = wtype
         self.clamp = clamp
-        self.w = GgufWriter()
+        self.w = SparseWriter() if sparse else GgufWriter()
 
     def matrix(self, name, n_out, n_in, std=None, clippable=False):
         std = std if std is not None else 1.0 / np.sqrt(n_in)
@@ -170,11 +188,13 @@ def main():
     ap.add_argument("--no-vision", action="store_true")
     ap.add_argument("--clamp", action="store_true", help="clip bounds on the clippable linears")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--no-weights", action="store_true",
+                    help="leave tensor data unwritten (a sparse file: the tensor table, for plans)")
     args = ap.parse_args()
 
     shape = SHAPES[args.shape]
     text_embd = args.text_embd or shape["text_embd"]
-    s = Synth(args.seed, args.type, args.clamp)
+    s = Synth(args.seed, args.type, args.clamp, sparse=args.no_weights)
     s.w.add("general.architecture", "clip")
     s.w.add("general.type", "mmproj")
     s.w.add("general.name", f"gemma4-{args.shape}-mmproj")

@@ -1,23 +1,35 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets with clang in build-fuzz/ and fuzzes the GGUF parser for a bounded
-# time; fails on any crash, leak, hang, oversized allocation or sanitizer report.
-# Usage: scripts/fuzz.sh [SECONDS]   (default 60)
-# A finding is written to build-fuzz/findings/; reproduce it with build-fuzz/fuzz/gguf_fuzz FILE,
-# then add it to tests/data/gguf-malformed/ (scripts/gen_gguf_fixtures.py) once fixed.
+# Builds the libFuzzer targets with clang in build-fuzz/ and fuzzes, for a bounded time in all,
+# the GGUF parser (half the time), request parsing and JSON-schema compilation (a quarter each);
+# fails on any crash, leak, hang, oversized allocation or sanitizer report.
+# Usage: scripts/fuzz.sh [SECONDS]   (default 60, the total)
+# A finding is written to build-fuzz/findings/; reproduce it with build-fuzz/fuzz/TARGET FILE.
+# A GGUF finding goes to tests/data/gguf-malformed/ (scripts/gen_gguf_fixtures.py) once fixed; a
+# request or schema finding becomes a case in tests/server/hostile_test.cpp or tests/sample/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${1:-60}
 scripts/setup.sh
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DHEADROOM_FUZZ=ON -DHEADROOM_TESTS=OFF -DHEADROOM_BENCH=OFF -DHEADROOM_WERROR=ON >/dev/null
-cmake --build build-fuzz --target gguf_fuzz -j "$(nproc)"
+cmake --build build-fuzz --target gguf_fuzz request_fuzz schema_fuzz -j "$(nproc)"
+mkdir -p build-fuzz/findings
 
-# The working corpus grows in build-fuzz/ from the committed seeds, which stay untouched.
-work=build-fuzz/corpus/gguf
-mkdir -p "$work" build-fuzz/findings
-# -max_len: the seeds are under 2 KiB; 16 KiB leaves room for long arrays and many tensors.
-# -malloc_limit_mb: parsing a 16 KiB input may allocate ~256 KiB (tests/gguf/alloc_test.cpp), so
-#   any single allocation over 64 MiB is a bug. -timeout: a parse takes microseconds.
-build-fuzz/fuzz/gguf_fuzz "$work" fuzz/corpus/gguf -dict=fuzz/gguf.dict \
-  -max_total_time="$seconds" -max_len=16384 -rss_limit_mb=2048 -malloc_limit_mb=64 -timeout=10 \
-  -artifact_prefix=build-fuzz/findings/ -print_final_stats=1
+# fuzz TARGET SECONDS [libFuzzer flags]: the working corpus grows in build-fuzz/ from the
+# committed seeds in fuzz/corpus/, which stay untouched.
+fuzz() {
+  local target=$1 time=$2
+  shift 2
+  mkdir -p "build-fuzz/corpus/$target"
+  "build-fuzz/fuzz/${target}_fuzz" "build-fuzz/corpus/$target" "fuzz/corpus/$target" -max_total_time="$time" \
+    -rss_limit_mb=2048 -artifact_prefix="build-fuzz/findings/${target}-" -print_final_stats=1 "$@"
+}
+
+# GGUF: the seeds are under 2 KiB; 16 KiB leaves room for long arrays and many tensors. Parsing a
+# 16 KiB input may allocate ~256 KiB (tests/gguf/alloc_test.cpp), so any single allocation over
+# 64 MiB is a bug. A parse takes microseconds.
+fuzz gguf $((seconds / 2)) -dict=fuzz/gguf.dict -max_len=16384 -malloc_limit_mb=64 -timeout=10
+# Requests and schemas: 64 KiB bodies reach the depth limit many times over; compiling a schema
+# and masking 8 tokens over the 512-token vocabulary takes milliseconds.
+fuzz request $((seconds / 4)) -dict=fuzz/json.dict -max_len=65536 -malloc_limit_mb=256 -timeout=10
+fuzz schema $((seconds - seconds / 2 - seconds / 4)) -dict=fuzz/json.dict -max_len=8192 -malloc_limit_mb=256 -timeout=10

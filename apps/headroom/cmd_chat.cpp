@@ -6,6 +6,7 @@
 #include "chat/template.h"
 #include "commands.h"
 #include "generation.h"
+#include "reply_printer.h"
 
 namespace cli {
 
@@ -18,13 +19,18 @@ void add_chat(CLI::App& app, int& exit_code) {
     bool think = false;
   };
   auto o = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("chat", "Chat interactively using the model's chat template (stdin → stdout)");
+  CLI::App* cmd = app.add_subcommand(
+      "chat", "Chat interactively using the model's chat template (stdin → stdout)");
   add_plan_flags(cmd, o->plan, /*with_shape=*/false);
   add_sampling_flags(cmd, o->sampling);
-  cmd->add_option("--chat-template", o->chat_template, "Template: a built-in name (gemma4, chatml, llama3) or a file");
+  cmd->add_option("--chat-template", o->chat_template,
+                  "Template: a built-in name (gemma4, chatml, llama3) or a file");
   cmd->add_option("--system", o->system, "System message");
-  cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens per reply (-1 = until an end token)")->capture_default_str();
-  cmd->add_flag("--think", o->think, "Ask the model to think first (templates that support enable_thinking)");
+  cmd->add_option("-n,--n-predict", o->n_predict, "Most tokens per reply (-1 = until an end token)")
+      ->capture_default_str();
+  cmd->add_flag("--think", o->think,
+                "Ask the model to think first (templates with enable_thinking, e.g. Gemma 4's); "
+                "the reasoning is shown on stderr, apart from the answer");
   cmd->callback([o, &exit_code] {
     auto fail = [&](const std::string& message, int code) {
       std::fprintf(stderr, "%s\n", message.c_str());
@@ -32,22 +38,28 @@ void add_chat(CLI::App& app, int& exit_code) {
     };
     auto session = open_session(o->plan);
     if (!session) return fail(session.error().message(), kExitBadInput);
-    auto source = choose_chat_template(o->chat_template, *session->planned.file, session->planned.spec);
+    auto source =
+        choose_chat_template(o->chat_template, *session->planned.file, session->planned.spec);
     if (!source) return fail(source.error().message(), kExitBadInput);
     auto parsed = chat::Template::parse(*source);
-    if (!parsed) return fail(parsed.error().message() + " — pass --chat-template chatml, llama3, gemma4 or a file",
-                             kExitBadInput);
+    if (!parsed)
+      return fail(
+          parsed.error().message() + " — pass --chat-template chatml, llama3, gemma4 or a file",
+          kExitBadInput);
     const tokenizer::Tokenizer& tok = *session->tokenizer;
     chat::RenderOptions render;
     render.bos_token = std::string(tok.token_text(tok.bos()));
     render.eos_token = std::string(tok.token_text(tok.eos()));
     render.extra = {{"enable_thinking", o->think}};
+    const chat::OutputFormat format = chat::output_format_of(*source);
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!o->system.empty()) messages.push_back({{"role", "system"}, {"content", o->system}});
     const auto sampling = o->sampling.params();
-    std::fprintf(stderr, "chat: type a message and press Enter; /reset starts over; an empty line or EOF ends. "
-                         "Ctrl-C stops a reply.%s\n",
-                 sampling.temperature > 0 ? (" Sampling: " + sampling.describe()).c_str() : "");
+    std::fprintf(
+        stderr,
+        "chat: type a message and press Enter; /reset starts over; an empty line or EOF ends. "
+        "Ctrl-C stops a reply.%s\n",
+        sampling.temperature > 0 ? (" Sampling: " + sampling.describe()).c_str() : "");
     install_interrupt_handler();
     std::string line;
     for (;;) {
@@ -63,10 +75,10 @@ void add_chat(CLI::App& app, int& exit_code) {
       // Rendered templates carry their special tokens as text; BOS is not doubled.
       auto prompt = tok.encode(*text, {.add_bos = true, .parse_special = true});
       clear_interrupt();
-      auto g = generate(*session, std::move(prompt), sampling, o->n_predict, [](const std::string& piece) {
-        std::fputs(piece.c_str(), stdout);
-        std::fflush(stdout);
-      });
+      ReplyPrinter reply(format, *text);
+      auto g = generate(*session, std::move(prompt), sampling, o->n_predict,
+                        [&reply](const std::string& piece) { reply.push(piece); });
+      reply.finish();
       std::fputs("\n", stdout);
       if (!g) {
         // Too long for the context, most likely: say so, drop the turn, keep chatting.
@@ -74,11 +86,8 @@ void add_chat(CLI::App& app, int& exit_code) {
         messages.erase(messages.end() - 1);
         continue;
       }
-      std::vector<int32_t> reply;
-      for (int32_t t : g->tokens) {
-        if (!tok.is_end_of_generation(t)) reply.push_back(t);
-      }
-      messages.push_back({{"role", "assistant"}, {"content", tok.decode(reply)}});
+      // The answer without its reasoning, as the template would strip it anyway.
+      messages.push_back({{"role", "assistant"}, {"content", reply.answer()}});
       std::fprintf(stderr, "%s\n", evidence_line(*g, session->planned.plan).c_str());
     }
     exit_code = kExitOk;

@@ -1,6 +1,8 @@
 // headroom serve: plans, loads, then serves the OpenAI-compatible HTTP API until SIGINT/SIGTERM.
 #include <pthread.h>
 
+#include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -13,29 +15,60 @@
 
 namespace cli {
 
+namespace {
+
+std::chrono::milliseconds to_millis(double seconds) {
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
+}
+
+}  // namespace
+
 void add_serve(CLI::App& app, int& exit_code) {
   struct Options {
     PlanFlags plan;
     server::ServerOptions server;
     std::string chat_template;
     std::string max_body = "4M";
+    double request_timeout = 30, idle_timeout = 30, drain_timeout = 30;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "serve", "Serve an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /metrics)");
+      "serve",
+      "Serve an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /metrics)");
   add_plan_flags(cmd, o->plan, /*with_shape=*/false, /*default_slots=*/4);
-  cmd->add_option("--host", o->server.host, "Address to listen on (another than 127.0.0.1 exposes the server)")
+  cmd->add_option("--host", o->server.host,
+                  "Address to listen on (another than 127.0.0.1 exposes the server)")
       ->capture_default_str();
-  cmd->add_option("--port", o->server.port, "TCP port (0 = any free port, printed)")->capture_default_str();
-  cmd->add_option("--api-key", o->server.api_key, "Require 'Authorization: Bearer KEY' on every /v1 route");
+  cmd->add_option("--port", o->server.port, "TCP port (0 = any free port, printed)")
+      ->capture_default_str();
+  cmd->add_option("--api-key", o->server.api_key,
+                  "Require 'Authorization: Bearer KEY' on every /v1 route");
   cmd->add_option("--max-queue", o->server.max_queue,
                   "Requests that may wait for a slot; beyond it requests get 503 with Retry-After")
       ->capture_default_str();
   cmd->add_option("--max-body", o->max_body, "Largest request body, e.g. 4M; larger ones get 413")
       ->capture_default_str();
-  cmd->add_option("--chat-template", o->chat_template,
-                  "Template for chat completions: a built-in name (gemma4, chatml, llama3) or a file "
-                  "(default: the model's, else chatml)");
+  cmd->add_option("--request-timeout", o->request_timeout,
+                  "Seconds a request's head and body may take to arrive (else 408), and each "
+                  "response write to "
+                  "finish (else the connection closes)")
+      ->capture_default_str();
+  cmd->add_option("--idle-timeout", o->idle_timeout,
+                  "Seconds a keep-alive connection may wait for its next request")
+      ->capture_default_str();
+  cmd->add_option("--max-connections", o->server.max_connections,
+                  "Open connections served; beyond it /health and /metrics are still answered, the "
+                  "rest get 503")
+      ->capture_default_str();
+  cmd->add_option("--drain-timeout", o->drain_timeout,
+                  "On SIGTERM/SIGINT: seconds running requests may take to finish before they are "
+                  "cut (a second "
+                  "signal stops at once)")
+      ->capture_default_str();
+  cmd->add_option(
+      "--chat-template", o->chat_template,
+      "Template for chat completions: a built-in name (gemma4, chatml, llama3) or a file "
+      "(default: the model's, else chatml)");
   cmd->callback([o, &exit_code] {
     auto fail = [&](const std::string& message, int code) {
       std::fprintf(stderr, "%s\n", message.c_str());
@@ -44,6 +77,14 @@ void add_serve(CLI::App& app, int& exit_code) {
     auto max_body = util::parse_bytes(o->max_body);
     if (!max_body) return fail("--max-body: " + max_body.error().message(), kExitBadInput);
     o->server.max_body_bytes = *max_body;
+    for (const auto& [flag, seconds] : {std::pair{"--request-timeout", o->request_timeout},
+                                        {"--idle-timeout", o->idle_timeout},
+                                        {"--drain-timeout", o->drain_timeout}}) {
+      if (!(seconds > 0 && seconds <= 86400))
+        return fail(std::string(flag) + ": must be between 0 and 86400 seconds", kExitBadInput);
+    }
+    o->server.request_timeout = to_millis(o->request_timeout);
+    o->server.idle_timeout = to_millis(o->idle_timeout);
     // Signals go to one watcher thread; every thread started from here on inherits the mask.
     sigset_t signals;
     sigemptyset(&signals);
@@ -53,26 +94,39 @@ void add_serve(CLI::App& app, int& exit_code) {
 
     auto session = open_session(o->plan);
     if (!session) return fail(session.error().message(), kExitBadInput);
-    auto source = choose_chat_template(o->chat_template, *session->planned.file, session->planned.spec, "chatml");
+    auto source = choose_chat_template(o->chat_template, *session->planned.file,
+                                       session->planned.spec, "chatml");
     if (!source) return fail(source.error().message(), kExitBadInput);
     o->server.chat_template = *source;
     o->server.model_id = std::filesystem::path(session->planned.source).stem().string();
     auto srv = server::Server::create(*session->engine, *session->tokenizer, o->server);
     if (!srv) return fail(srv.error().message(), kExitBadInput);
     if (auto bound = (*srv)->bind(); !bound) return fail(bound.error().message(), kExitBadInput);
-    std::fprintf(stderr, "serving %s on http://%s:%d (%d slots, %s, queue %d)%s — Ctrl-C stops\n",
+    std::fprintf(stderr, "serving %s on http://%s:%d (%d slots, %s, queue %d)%s — Ctrl-C drains\n",
                  o->server.model_id.c_str(), o->server.host.c_str(), (*srv)->port(),
                  session->engine->n_slots(), kernels_description(session->planned.plan).c_str(),
                  o->server.max_queue, o->server.api_key.empty() ? "" : ", API key required");
     server::Server* s = srv->get();
-    std::thread watcher([s, signals] {
+    // The first signal drains (runs on its own thread so a second signal can stop at once).
+    std::atomic<bool> ended{false};
+    const auto drain_timeout = to_millis(o->drain_timeout);
+    std::thread watcher([s, signals, &ended, drain_timeout] {
       int signal = 0;
       sigwait(&signals, &signal);
-      std::fprintf(stderr, "%s: stopping\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+      if (ended) return;
+      std::fprintf(
+          stderr,
+          "%s: draining — no new connections, running requests get up to %.0f s (--drain-timeout); "
+          "a second signal stops at once\n",
+          signal == SIGINT ? "SIGINT" : "SIGTERM", drain_timeout.count() / 1000.0);
+      std::thread drainer([s, drain_timeout] { s->drain(drain_timeout); });
+      sigwait(&signals, &signal);
       s->stop();
+      drainer.join();
     });
     auto ran = s->run();
-    // If the server stopped on its own, wake the watcher so it can be joined.
+    // The server has stopped (drained, or on its own): wake the watcher so it can be joined.
+    ended = true;
     pthread_kill(watcher.native_handle(), SIGTERM);
     watcher.join();
     if (!ran) return fail(ran.error().message(), kExitFailure);

@@ -1,6 +1,7 @@
 // headroom synth: writes a random-weight GGUF model of a chosen architecture, shape and type.
 #include <cstdio>
 
+#include "chat/template.h"
 #include "commands.h"
 #include "model/synth.h"
 
@@ -23,7 +24,9 @@ void add_synth(CLI::App& app, int& exit_code) {
   cmd->add_option("--seed", opts->seed, "Random seed (same seed, same bytes)")
       ->capture_default_str();
   cmd->add_option("--vocab", opts->vocab_path,
-                  "Copy the tokenizer from this GGUF (sets the vocabulary size)");
+                  "Copy the tokenizer from this GGUF (sets the vocabulary size); without it gemma4 "
+                  "gets Gemma 4's "
+                  "special tokens and chat template, llama a small SentencePiece vocabulary");
   cmd->add_flag(
       "--shared-kv-tensors", opts->shared_kv_tensors,
       "Also write unused K/V tensors on KV-shared layers (files differ on this, spec §3.3)");
@@ -35,6 +38,11 @@ void add_synth(CLI::App& app, int& exit_code) {
       "memory and speed tests of big shapes)");
   cmd->add_option("-o,--output", *out, "Output .gguf path")->required();
   cmd->callback([opts, out, &exit_code] {
+    // The built-in Gemma 4 vocabulary carries the model's own template, so chat, tool calls and
+    // thinking work on a synth model as on a released file.
+    if (opts->arch == "gemma4" && opts->vocab_path.empty()) {
+      opts->chat_template = std::string(*chat::builtin_template("gemma4"));
+    }
     auto writer = model::synth_writer(*opts);
     if (!writer) {
       std::fprintf(stderr, "%s\n", writer.error().message().c_str());

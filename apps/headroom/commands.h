@@ -26,6 +26,8 @@ void add_bench(CLI::App& app, int& exit_code);
 void add_serve(CLI::App& app, int& exit_code);
 void add_load(CLI::App& app, int& exit_code);
 void add_doctor(CLI::App& app, int& exit_code);
+void add_quantize(CLI::App& app, int& exit_code);
+void add_convert(CLI::App& app, int& exit_code);
 
 // Which kernels run a model, and on how many threads (every command that evaluates one).
 struct KernelFlags {

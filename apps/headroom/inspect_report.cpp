@@ -6,6 +6,9 @@
 #include <tuple>
 
 #include "kv/geometry.h"
+#include "mm/audio_encoder.h"
+#include "mm/image_preprocess.h"
+#include "mm/projector.h"
 #include "model/model.h"
 #include "model/spec.h"
 #include "tensor/dtype.h"
@@ -209,12 +212,56 @@ Json groups_json(const model::Spec& spec, const std::vector<kv::LayerGeometry>& 
   return out;
 }
 
+// A projector (mmproj): its encoders' shapes and weights, and what they take.
+Json projector_json(const gguf::File& file) {
+  Json out;
+  auto p = mm::projector_from_gguf(file);
+  if (!p) {
+    out["error"] = p.error().message();
+    return out;
+  }
+  out["name"] = p->name;
+  out["projects_to"] = p->n_embd_text;
+  auto tower_bytes = [&](mm::Tower tower) {
+    uint64_t bytes = 0;
+    for (const auto& t : file.tensors()) bytes += mm::tower_of(t.name) == tower ? t.n_bytes : 0;
+    return bytes;
+  };
+  if (p->vision) {
+    const mm::VisionSpec& v = *p->vision;
+    out["vision"] = {{"layers", v.n_layer}, {"embedding_length", v.n_embd}, {"heads", v.n_head},
+                     {"kv_heads", v.n_head_kv}, {"head_dim", v.head_dim}, {"ffn_length", v.n_ff},
+                     {"patch_size", v.patch_size}, {"pooling", v.pooling}, {"positions", v.n_positions},
+                     {"rope_theta", f32_json(v.rope_theta)}, {"standardize", v.standardize},
+                     {"clipped_linears", v.clipped}, {"weights_bytes", tower_bytes(mm::Tower::kVision)},
+                     {"image_token_budgets", mm::kImageTokenBudgets},
+                     {"default_image_tokens", mm::kDefaultImageTokens}};
+  }
+  if (p->audio) {
+    const mm::AudioSpec& a = *p->audio;
+    out["audio"] = {{"layers", a.n_layer}, {"embedding_length", a.n_embd}, {"heads", a.n_head},
+                    {"head_dim", a.head_dim}, {"ffn_length", a.n_ff}, {"mel_bins", a.n_mel},
+                    {"conv_channels", {a.conv_channels[0], a.conv_channels[1]}},
+                    {"conv_kernel", a.conv_kernel}, {"output_length", a.n_out},
+                    {"attention_window", a.window}, {"attention_softcap", f32_json(a.softcap)},
+                    {"clipped_linears", a.clipped}, {"weights_bytes", tower_bytes(mm::Tower::kAudio)},
+                    {"sample_rate", a.sample_rate}, {"tokens_per_second", 25},
+                    {"max_seconds", mm::kMaxAudioSeconds},
+                    {"max_tokens", mm::AudioEncoder::max_tokens(mm::kMaxAudioSeconds)}};
+  }
+  return out;
+}
+
 Json architecture_json(const gguf::File& file) {
   auto arch = file.get_string("general.architecture");
   if (!arch) return {{"name", nullptr}, {"error", arch.error().message()}};
   if (!*arch) return nullptr;  // no model in this file (e.g. a vocabulary)
   Json out;
   out["name"] = std::string(**arch);
+  if (**arch == "clip") {
+    out["projector"] = projector_json(file);
+    return out;
+  }
   auto spec = model::spec_from_gguf(file);
   if (!spec) {
     out["error"] = spec.error().message();

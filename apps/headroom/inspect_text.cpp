@@ -203,8 +203,49 @@ std::string sharing_text(const Json& per_layer) {
   return out.empty() ? "none (every layer owns its KV cache)" : out;
 }
 
+// A projector: what each encoder is and what it takes.
+void projector_section(const Json& p, fmt::memory_buffer& out) {
+  auto o = std::back_inserter(out);
+  if (p.contains("error")) {
+    fmt::format_to(o, "\nProjector: no summary: {}\n", p["error"].get<std::string>());
+    return;
+  }
+  fmt::format_to(o, "\nProjector: {} — Gemma 4 encoders embedding into a text model {} wide\n",
+                 shown_quoted(p["name"].get<std::string>()), p["projects_to"].get<int>());
+  if (p.contains("vision")) {
+    const Json& v = p["vision"];
+    const int side = v["patch_size"].get<int>() * v["pooling"].get<int>();
+    fmt::format_to(o,
+                   "  vision encoder: {} layers, width {}, {} heads x {} ({} KV heads), FFN {}, {} px "
+                   "patches, {}x{} pooling, {} positions per side{}; {}\n",
+                   v["layers"].get<int>(), v["embedding_length"].get<int>(), v["heads"].get<int>(),
+                   v["head_dim"].get<int>(), v["kv_heads"].get<int>(), v["ffn_length"].get<int>(),
+                   v["patch_size"].get<int>(), v["pooling"].get<int>(), v["pooling"].get<int>(),
+                   v["positions"].get<int>(), v["clipped_linears"].get<bool>() ? ", clipped linears" : "",
+                   bytes_text(v["weights_bytes"].get<uint64_t>()));
+    fmt::format_to(o, "    images: 70, 140, 280, 560 or 1120 soft tokens (default {}), one per {}x{} pixels\n",
+                   v["default_image_tokens"].get<int>(), side, side);
+  }
+  if (p.contains("audio")) {
+    const Json& a = p["audio"];
+    fmt::format_to(o,
+                   "  audio encoder: {} layers, width {}, {} heads x {}, FFN {}, {} mel bins, sub-sampling "
+                   "convolutions {}/{}, depthwise kernel {}, output {}{}; {}\n",
+                   a["layers"].get<int>(), a["embedding_length"].get<int>(), a["heads"].get<int>(),
+                   a["head_dim"].get<int>(), a["ffn_length"].get<int>(), a["mel_bins"].get<int>(),
+                   a["conv_channels"][0].get<int>(), a["conv_channels"][1].get<int>(),
+                   a["conv_kernel"].get<int>(), a["output_length"].get<int>(),
+                   a["clipped_linears"].get<bool>() ? ", clipped linears" : "",
+                   bytes_text(a["weights_bytes"].get<uint64_t>()));
+    fmt::format_to(o, "    audio: {} Hz, {} soft tokens per second, clips up to {} s ({} tokens)\n",
+                   a["sample_rate"].get<int>(), a["tokens_per_second"].get<int>(), a["max_seconds"].dump(),
+                   a["max_tokens"].get<int>());
+  }
+}
+
 void architecture_section(const Json& r, fmt::memory_buffer& out) {
   const Json& a = r["architecture"];
+  if (!a.is_null() && a.contains("projector")) return projector_section(a["projector"], out);
   if (a.is_null()) {
     fmt::format_to(std::back_inserter(out),
                    "\nArchitecture: none (no general.architecture: not a model, e.g. a "

@@ -21,6 +21,8 @@ int main(int argc, char** argv) {
   cli::add_serve(app, exit_code);
   cli::add_load(app, exit_code);
   cli::add_doctor(app, exit_code);
+  cli::add_quantize(app, exit_code);
+  cli::add_convert(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -2,6 +2,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 
 namespace engine {
 
@@ -42,9 +43,11 @@ struct Scheduler::Sequence {
   int n_generated = 0;
   bool cancelled = false;
   sample::Sampler sampler;
+  std::optional<sample::LogprobRecorder> logprobs;  // when the request asks for them
   RequestStats stats;
 
   Sequence(int id_, Request r) : id(id_), request(std::move(r)), sampler(request.sampling) {
+    if (request.on_logprobs) logprobs.emplace(request.n_top_logprobs);
     tokens = request.prompt;
     stats.n_prompt = static_cast<int>(tokens.size());
     stats.submitted = Clock::now();
@@ -206,11 +209,13 @@ util::Result<StepStats> Scheduler::step() {
     if (!seq) continue;
     std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * n_vocab, n_vocab);
     const std::span<const int32_t> generated = std::span(seq->tokens).subspan(seq->stats.n_prompt);
+    if (seq->logprobs) seq->logprobs->capture(logits);  // the model's own, before anything edits them
     if (seq->request.constrain) seq->request.constrain(logits, generated);
     const int32_t token = seq->sampler.sample(logits, seq->tokens);
     if (seq->n_generated == 0) seq->stats.first_token = Clock::now();
     ++seq->n_generated;
     seq->tokens.push_back(token);
+    if (seq->logprobs) seq->request.on_logprobs(seq->logprobs->of(token));
     const bool keep = !seq->request.on_token || seq->request.on_token(token, seq->sampler.last_probability());
     const bool is_end = std::find(seq->request.end_ids.begin(), seq->request.end_ids.end(), token) !=
                         seq->request.end_ids.end();

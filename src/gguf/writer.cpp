@@ -3,9 +3,11 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 namespace gguf {
@@ -55,7 +57,9 @@ class Buffer {
   }
   void value_body(const MetaValue& v) {
     switch (v.type) {
-      case ValueType::kString: str(v.str); break;
+      case ValueType::kString:
+        str(v.str);
+        break;
       case ValueType::kArray:
         u32(static_cast<uint32_t>(v.array_type));
         u64(v.count);
@@ -67,32 +71,56 @@ class Buffer {
           append(v.raw.data(), v.raw.size());
         }
         break;
-      default: append(v.raw.data(), v.raw.size()); break;
+      default:
+        append(v.raw.data(), v.raw.size());
+        break;
     }
   }
   std::vector<uint8_t> bytes;
 };
 
-uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
+uint64_t align_up(uint64_t x, uint64_t a) {
+  return (x + a - 1) / a * a;
+}
 
 }  // namespace
 
-MetaValue MetaValue::u8(uint8_t v) { return scalar(ValueType::kU8, v); }
-MetaValue MetaValue::i32(int32_t v) { return scalar(ValueType::kI32, v); }
-MetaValue MetaValue::u32(uint32_t v) { return scalar(ValueType::kU32, v); }
-MetaValue MetaValue::u64(uint64_t v) { return scalar(ValueType::kU64, v); }
-MetaValue MetaValue::f32(float v) { return scalar(ValueType::kF32, v); }
-MetaValue MetaValue::f64(double v) { return scalar(ValueType::kF64, v); }
-MetaValue MetaValue::boolean(bool v) { return scalar(ValueType::kBool, static_cast<uint8_t>(v)); }
+MetaValue MetaValue::u8(uint8_t v) {
+  return scalar(ValueType::kU8, v);
+}
+MetaValue MetaValue::i32(int32_t v) {
+  return scalar(ValueType::kI32, v);
+}
+MetaValue MetaValue::u32(uint32_t v) {
+  return scalar(ValueType::kU32, v);
+}
+MetaValue MetaValue::u64(uint64_t v) {
+  return scalar(ValueType::kU64, v);
+}
+MetaValue MetaValue::f32(float v) {
+  return scalar(ValueType::kF32, v);
+}
+MetaValue MetaValue::f64(double v) {
+  return scalar(ValueType::kF64, v);
+}
+MetaValue MetaValue::boolean(bool v) {
+  return scalar(ValueType::kBool, static_cast<uint8_t>(v));
+}
 MetaValue MetaValue::string(std::string v) {
   MetaValue m;
   m.type = ValueType::kString;
   m.str = std::move(v);
   return m;
 }
-MetaValue MetaValue::array_i32(std::span<const int32_t> v) { return numeric_array(ValueType::kI32, v); }
-MetaValue MetaValue::array_u32(std::span<const uint32_t> v) { return numeric_array(ValueType::kU32, v); }
-MetaValue MetaValue::array_f32(std::span<const float> v) { return numeric_array(ValueType::kF32, v); }
+MetaValue MetaValue::array_i32(std::span<const int32_t> v) {
+  return numeric_array(ValueType::kI32, v);
+}
+MetaValue MetaValue::array_u32(std::span<const uint32_t> v) {
+  return numeric_array(ValueType::kU32, v);
+}
+MetaValue MetaValue::array_f32(std::span<const float> v) {
+  return numeric_array(ValueType::kF32, v);
+}
 MetaValue MetaValue::array_bool(const std::vector<bool>& v) {
   std::vector<uint8_t> bytes(v.begin(), v.end());
   return numeric_array(ValueType::kBool, std::span<const uint8_t>(bytes));
@@ -190,8 +218,10 @@ Result<Writer::Layout> Writer::layout() const {
   uint64_t next = 0;
   for (const auto& t : tensors_) {
     if (t.name.size() > kMaxTensorName) {
-      return util::errorf("gguf writer: tensor name '{}' is longer than {} bytes, which other GGUF "
-                          "tools refuse", t.name, kMaxTensorName);
+      return util::errorf(
+          "gguf writer: tensor name '{}' is longer than {} bytes, which other GGUF "
+          "tools refuse",
+          t.name, kMaxTensorName);
     }
     if (t.ne.empty() || t.ne.size() > static_cast<size_t>(kMaxDims)) {
       return util::errorf("gguf writer: tensor '{}' has {} dimensions (1 to {} allowed)", t.name,
@@ -201,8 +231,10 @@ Result<Writer::Layout> Writer::layout() const {
     uint64_t n = 1;
     for (uint64_t d : t.ne) n *= d;
     if (t.ne[0] % info.block_size != 0) {
-      return util::errorf("gguf writer: tensor '{}' row length {} is not a multiple of the {} block "
-                          "size {}", t.name, t.ne[0], info.name, info.block_size);
+      return util::errorf(
+          "gguf writer: tensor '{}' row length {} is not a multiple of the {} block "
+          "size {}",
+          t.name, t.ne[0], info.name, info.block_size);
     }
     const uint64_t n_bytes = n / info.block_size * info.block_bytes;
     if (!t.fill && t.data.size() != n_bytes) {
@@ -228,17 +260,22 @@ Result<Writer::Layout> Writer::layout() const {
   return out;
 }
 
+uint64_t Writer::tensor_bytes(const PendingTensor& t) {
+  const auto& info = tensor_type_info(t.type);
+  uint64_t n = 1;
+  for (uint64_t d : t.ne) n *= d;
+  return n / info.block_size * info.block_bytes;
+}
+
 Status Writer::fill_tensors(const Layout& layout, uint8_t* base) const {
   uint8_t* data = base + layout.header.size();
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& t = tensors_[i];
-    const auto& info = tensor_type_info(t.type);
-    uint64_t n = 1;
-    for (uint64_t d : t.ne) n *= d;
-    std::span<uint8_t> out(data + layout.offsets[i], n / info.block_size * info.block_bytes);
+    std::span<uint8_t> out(data + layout.offsets[i], tensor_bytes(t));
     if (t.fill) {
       Status s = t.fill(out);
-      if (!s) return std::move(s).error().with_context(fmt::format("gguf writer: tensor '{}'", t.name));
+      if (!s)
+        return std::move(s).error().with_context(fmt::format("gguf writer: tensor '{}'", t.name));
     } else if (!out.empty()) {
       std::memcpy(out.data(), t.data.data(), out.size());
     }
@@ -254,28 +291,74 @@ Result<std::vector<uint8_t>> Writer::write_to_memory() const {
   return out;
 }
 
+namespace {
+
+// Writes all of `bytes` at `offset`, retrying short writes.
+Status write_at(int fd, std::span<const uint8_t> bytes, uint64_t offset) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return util::errorf("write failed: {}", std::strerror(errno));
+    }
+    bytes = bytes.subspan(static_cast<size_t>(n));
+    offset += static_cast<uint64_t>(n);
+  }
+  return {};
+}
+
+// Runs `fill` on a shared mapping of just [offset, offset + size) of the file, so a filled
+// tensor's pages go to the page cache when it is done and memory stays bounded by one tensor.
+// Bytes the fill leaves alone stay a hole of the sparse file (read as zeros).
+Status fill_mapped(int fd, uint64_t offset, uint64_t size, const TensorFill& fill) {
+  const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+  const uint64_t start = offset / page * page;
+  const uint64_t length = offset + size - start;
+  void* p =
+      ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, static_cast<off_t>(start));
+  if (p == MAP_FAILED) return util::errorf("mmap failed: {}", std::strerror(errno));
+  Status s = fill(std::span<uint8_t>(static_cast<uint8_t*>(p) + (offset - start), size));
+  ::munmap(p, length);
+  return s;
+}
+
+}  // namespace
+
 Status Writer::write(const std::string& path) const {
   HR_ASSIGN_OR_RETURN(Layout l, layout());
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return util::errorf("cannot create {}: {}", path, std::strerror(errno));
-  auto fail = [&](std::string_view what) {
-    int err = errno;
+  // Written under a temporary name beside the target and renamed at the end: a failed or
+  // interrupted write never leaves a half-written file under `path`.
+  std::string temp = path + ".XXXXXX";
+  int fd = ::mkstemp(temp.data());
+  if (fd < 0) return util::errorf("cannot create {}: {}", temp, std::strerror(errno));
+  auto fail = [&](const util::Error& why) {
     ::close(fd);
-    ::unlink(path.c_str());
-    return util::errorf("cannot write {} ({} bytes): {}: {}", path, l.total_bytes, what, std::strerror(err));
+    ::unlink(temp.c_str());
+    return util::errorf("cannot write {} ({} bytes): {}", path, l.total_bytes, why.message());
   };
-  if (::ftruncate(fd, static_cast<off_t>(l.total_bytes)) != 0) return fail("ftruncate");
-  // The output is mapped so that tensor fills write straight into the page cache: a 4 GB
-  // model is written without holding a 4 GB buffer.
-  void* p = ::mmap(nullptr, l.total_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) return fail("mmap");
-  auto* base = static_cast<uint8_t*>(p);
-  std::memcpy(base, l.header.data(), l.header.size());
-  Status s = fill_tensors(l, base);
-  ::munmap(p, l.total_bytes);
-  if (::close(fd) != 0 && s) return util::errorf("cannot close {}: {}", path, std::strerror(errno));
-  if (!s) ::unlink(path.c_str());
-  return s;
+  if (::fchmod(fd, 0644) != 0 || ::ftruncate(fd, static_cast<off_t>(l.total_bytes)) != 0) {
+    return fail(util::errorf("{}", std::strerror(errno)));
+  }
+  if (Status s = write_at(fd, l.header, 0); !s) return fail(s.error());
+  const uint64_t data_start = l.header.size();
+  for (size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& t = tensors_[i];
+    const uint64_t offset = data_start + l.offsets[i];
+    const uint64_t size = tensor_bytes(t);
+    Status s = t.fill ? fill_mapped(fd, offset, size, t.fill) : write_at(fd, t.data, offset);
+    if (!s) return fail(std::move(s).error().with_context(fmt::format("tensor '{}'", t.name)));
+  }
+  if (::fsync(fd) != 0) return fail(util::errorf("fsync: {}", std::strerror(errno)));
+  if (::close(fd) != 0) {
+    ::unlink(temp.c_str());
+    return util::errorf("cannot close {}: {}", temp, std::strerror(errno));
+  }
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(temp.c_str());
+    return util::errorf("cannot rename {} to {}: {}", temp, path, std::strerror(err));
+  }
+  return {};
 }
 
 }  // namespace gguf

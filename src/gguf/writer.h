@@ -15,8 +15,8 @@ namespace gguf {
 // An owned metadata value for writing. Build with the named constructors.
 struct MetaValue {
   ValueType type = ValueType::kU32;
-  std::vector<uint8_t> raw;          // scalar bytes, or numeric/bool array bytes
-  std::string str;                   // string scalar
+  std::vector<uint8_t> raw;  // scalar bytes, or numeric/bool array bytes
+  std::string str;           // string scalar
   ValueType array_type = ValueType::kU8;
   uint64_t count = 0;                // array length
   std::vector<std::string> strings;  // string array
@@ -62,6 +62,9 @@ class Writer {
   // writing it reproduces a conforming file byte for byte.
   static Writer copy_of(const File& file);
 
+  // Writes the file under a temporary name beside `path`, then renames it: an error leaves no
+  // file behind (and an existing `path` untouched). Tensor data goes to the file one tensor at a
+  // time (fills run on a mapping of just their tensor), so memory stays bounded by one tensor.
   util::Status write(const std::string& path) const;
   util::Result<std::vector<uint8_t>> write_to_memory() const;
 
@@ -79,11 +82,12 @@ class Writer {
     std::optional<uint64_t> fixed_offset;  // set by copy_of
   };
   struct Layout {
-    std::vector<uint8_t> header;       // magic … tensor infos, padded to the data section
-    std::vector<uint64_t> offsets;     // per tensor, relative to the data section
+    std::vector<uint8_t> header;    // magic … tensor infos, padded to the data section
+    std::vector<uint64_t> offsets;  // per tensor, relative to the data section
     uint64_t total_bytes = 0;
   };
   util::Result<Layout> layout() const;
+  static uint64_t tensor_bytes(const PendingTensor& t);
   util::Status fill_tensors(const Layout& layout, uint8_t* base) const;
 
   uint32_t version_;

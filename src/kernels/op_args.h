@@ -9,6 +9,13 @@
 
 #include "gguf/types.h"
 
+// Functions both the host and CUDA device code call.
+#if defined(__CUDACC__)
+#define HR_HOST_DEVICE __host__ __device__
+#else
+#define HR_HOST_DEVICE
+#endif
+
 namespace kernels {
 
 using DType = gguf::TensorType;  // tensor::DType
@@ -59,12 +66,53 @@ struct AttentionBatch {
   const KvSpan* const* kv = nullptr;  // [T] the cache each token attends to
   int window = 0;                     // 0: causal over all keys; W: only keys in (pos − W, pos]
   float scale = 1.0f;                 // multiplies q·k
+  // [T] or null. A token inside an image its model sees both ways (Gemma 4 31B/26B) also sees
+  // the keys after it up to attend_until[t] (the image's last position); the window then bounds
+  // both sides: |p − pos| < W. Equal to pos[t] for every other token.
+  const int32_t* attend_until = nullptr;
 };
+
+// Whether a cache cell holding position p (−1: empty) is visible to a query at q_pos that may
+// see up to `until` (≥ q_pos): the rule every attention kernel applies (AttentionBatch).
+HR_HOST_DEVICE inline bool key_visible(int32_t p, int32_t q_pos, int32_t until, int window) {
+  if (p < 0 || p > (until > q_pos ? until : q_pos)) return false;
+  return window == 0 || (p > q_pos - window && p < q_pos + window);
+}
 
 // Where one token's new K and V rows go in the cache.
 struct KvWrite {
   uint8_t* k = nullptr;
   uint8_t* v = nullptr;
+};
+
+// Local attention of an audio conformer (Gemma 4's, after USM): token t attends the tokens j in
+// (t − window, t] of the one sequence, with a learned bias by distance and a logit softcap:
+//   s_j = softcap · tanh((q_t · k_j + q_t · rel[t − j]) / softcap),  out_t = Σ_j softmax(s)_j v_j
+struct LocalAttention {
+  int n_tokens = 0;
+  int n_head = 0;
+  int head_dim = 0;
+  int window = 0;
+  float softcap = 0;
+  const float* q = nullptr;    // [T][n_head][head_dim]
+  const float* k = nullptr;    // [T][n_head][head_dim]
+  const float* v = nullptr;    // [T][n_head][head_dim]
+  const float* rel = nullptr;  // [window][n_head][head_dim], row d for distance d
+  float* out = nullptr;        // [T][n_head][head_dim]
+};
+
+// The patches of a 3×3, stride-2, padding-1 convolution over (time, frequency) of a channels-last
+// input x [time][n_freq][n_channels], for output times [t_out_first, t_out_first + t_out_count):
+//   out[(t − t_out_first)·F' + f][(c·3 + i)·3 + j] = x[2t + i − 1][2f + j − 1][c],  F' = ⌈F/2⌉
+// (the column order of a PyTorch Conv2d weight [out][in][3][3]). Inputs outside time
+// [0, t_valid) or frequency [0, n_freq) read as 0. `x` holds input times [t_first, t_first +
+// t_count); every time the patches read below t_valid must be among them.
+struct Im2Col3x3S2 {
+  const float* x = nullptr;
+  int64_t t_first = 0, t_count = 0, t_valid = 0;
+  int n_freq = 0, n_channels = 0;
+  int64_t t_out_first = 0, t_out_count = 0;
+  float* out = nullptr;  // [t_out_count · ⌈n_freq/2⌉][n_channels · 9]
 };
 
 enum class RopeStyle { kAdjacent, kRotateHalf };

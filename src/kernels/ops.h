@@ -79,6 +79,7 @@ class Backend {
   virtual void mul(float* y, const float* x, int64_t n) = 0;          // y *= x
   virtual void scale(float* y, float s, int64_t n) = 0;               // y *= s
   virtual void softcap(float* y, float cap, int64_t n) = 0;           // y = cap·tanh(y/cap)
+  virtual void clamp(float* y, float lo, float hi, int64_t n) = 0;    // y = min(max(y, lo), hi)
   // out = act(gate) ⊙ up over [n_rows][n]; gate/up rows are `stride` apart (fused gate_up).
   virtual void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows,
                         int64_t stride) = 0;
@@ -93,6 +94,23 @@ class Backend {
   // Copies an [n_rows][n] block between row strides (slicing per-layer inputs, gathering rows).
   virtual void copy_rows(float* y, int64_t y_stride, const float* x, int64_t x_stride, int64_t n,
                          int64_t n_rows) = 0;
+
+  // The audio encoder's ops (src/mm, Gemma 4's conformer). Their defaults run kernels::ref on host
+  // memory, which is all a host backend needs (the work is small beside the matrix products); a
+  // device backend does not run them, so the planner keeps the audio encoder on the CPU.
+  virtual void relu(float* y, int64_t n);  // y = max(y, 0)
+  virtual void silu(float* y, int64_t n);  // y = y·sigmoid(y)
+  // Each of n_rows rows of length n: y = (x − mean) / sqrt(variance + eps) ⊙ w. In place ok.
+  virtual void layer_norm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows,
+                          float eps);
+  // out = x[:, :n] ⊙ sigmoid(x[:, n:])   x: [n_rows][2n], out: [n_rows][n]
+  virtual void glu(const float* x, float* out, int64_t n, int64_t n_rows);
+  // Causal depthwise convolution over time: y[t][c] = Σ_j w[c][j] · x[t − K + 1 + j][c], x = 0
+  // before time 0.   x, y: [n_tokens][n_channels], w: [n_channels][K]
+  virtual void depthwise_conv1d(const float* x, const float* w, float* y, int64_t n_tokens,
+                                int64_t n_channels, int kernel);
+  virtual void im2col_3x3_s2(const Im2Col3x3S2& a);
+  virtual void local_attention(const LocalAttention& a);
 };
 
 }  // namespace kernels

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "model/synth_vocab.h"
 #include "tensor/quantize.h"
 
 namespace model {
@@ -269,45 +270,6 @@ void write_llama_metadata(gguf::Writer& w, const SynthShape& s) {
   w.set(p + "vocab_size", MetaValue::u32(s.n_vocab));
 }
 
-// A small SentencePiece-style vocabulary: specials, 256 byte tokens, common pieces, then unused.
-void write_builtin_vocab(gguf::Writer& w, int n_vocab) {
-  std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
-  std::vector<int32_t> types = {2, 3, 3};
-  for (int b = 0; b < 256; ++b) {
-    tokens.push_back(fmt::format("<0x{:02X}>", b));
-    types.push_back(6);
-  }
-  const std::string space = "\xE2\x96\x81";  // ▁
-  std::vector<std::string> pieces = {space};
-  for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(std::string(1, c));
-  for (char c = 'a'; c <= 'z'; ++c) pieces.push_back(space + c);
-  // Every piece distinct ("▁a" already came from the letters): tools index tokens by text and
-  // reject a vocabulary with duplicates (llama.cpp asserts on it).
-  for (const char* word : {"the", "and", "was", "to", "he", "she", "it", "in", "of", "day", "said", "time",
-                           "once", "upon", "there", "little", "big", "play", "happy"}) {
-    pieces.push_back(space + word);
-  }
-  for (const auto& piece : pieces) {
-    if (static_cast<int>(tokens.size()) >= n_vocab) break;
-    tokens.push_back(piece);
-    types.push_back(1);
-  }
-  while (static_cast<int>(tokens.size()) < n_vocab) {
-    tokens.push_back(fmt::format("<unused{}>", tokens.size()));
-    types.push_back(5);
-  }
-  std::vector<float> scores(tokens.size(), 0.0f);
-  for (size_t i = 0; i < scores.size(); ++i) scores[i] = types[i] == 1 ? -static_cast<float>(i) : 0.0f;
-  w.set("tokenizer.ggml.model", MetaValue::string("llama"));
-  w.set("tokenizer.ggml.tokens", MetaValue::array_strings(std::move(tokens)));
-  w.set("tokenizer.ggml.scores", MetaValue::array_f32(scores));
-  w.set("tokenizer.ggml.token_type", MetaValue::array_i32(types));
-  w.set("tokenizer.ggml.bos_token_id", MetaValue::u32(1));
-  w.set("tokenizer.ggml.eos_token_id", MetaValue::u32(2));
-  w.set("tokenizer.ggml.unknown_token_id", MetaValue::u32(0));
-  w.set("tokenizer.ggml.add_bos_token", MetaValue::boolean(true));
-}
-
 // Fills `out` with the tensor's rows: drawn, then converted to the stored type, rows in parallel.
 util::Status fill_tensor(const SynthTensor& t, DType type, uint64_t seed, std::span<uint8_t> out) {
   const int64_t n_cols = static_cast<int64_t>(t.ne[0]);
@@ -364,9 +326,10 @@ util::Result<gguf::Writer> synth_writer(const SynthOptions& options) {
     for (const auto& kv : vocab->metadata()) {
       if (kv.key.rfind("tokenizer.", 0) == 0) w.set(std::string(kv.key), MetaValue::from(kv.value));
     }
+  } else if (shape.arch == "gemma4") {
+    HR_TRY(write_gemma4_vocab(w, shape.n_vocab, options.chat_template));
   } else {
-    if (shape.n_vocab < 300) return util::errorf("synth: the built-in vocabulary needs at least 300 tokens");
-    write_builtin_vocab(w, shape.n_vocab);
+    HR_TRY(write_llama_vocab(w, shape.n_vocab));
   }
 
   auto tensors = shape.arch == "gemma4" ? gemma4_tensors(shape, options) : llama_tensors(shape);

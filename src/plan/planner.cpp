@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "model/model.h"
+#include "plan/media.h"
 #include "util/units.h"
 
 namespace plan {
@@ -126,6 +127,7 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   }
   const bool has_gpu = p.uses_gpu();
   p.request.n_ubatch = std::min(r.n_ubatch, r.n_ctx);
+  HR_TRY(fit_media_batch(in, p));
 
   // Weights, by class and device.
   const Inventory inv = inventory(in.file, spec);
@@ -204,10 +206,9 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   // A GPU's kernels hold no scratch of their own.
   const int threads = r.n_threads > 0 ? r.n_threads : physical_cores();
   const uint64_t workspace = model::workspace_bytes(spec, p.request.n_ubatch);
-  const uint64_t cpu_scratch = r.reference_kernels
-                                   ? 0
-                                   : kernels::cpu::matmul_scratch_bytes(
-                                         p.request.n_ubatch, model::max_matmul_cols(spec), threads);
+  const int64_t cols = std::max(model::max_matmul_cols(spec), media_matmul_cols(in, p.request));
+  const uint64_t cpu_scratch =
+      r.reference_kernels ? 0 : kernels::cpu::matmul_scratch_bytes(p.request.n_ubatch, cols, threads);
   const int compute_device = has_gpu ? 1 : 0;
   if (has_gpu) {
     p.items.push_back(
@@ -236,6 +237,7 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
                      .kind = ItemKind::kHost,
                      .device = 0,
                      .bytes = static_cast<uint64_t>(r.n_slots) * spec.n_vocab * 16});
+  HR_TRY(add_media_items(in, p, threads));
 
   // Prediction: decode reads every byte it needs once per token; time = bytes / bandwidth per
   // device, plus the activations that cross between host and GPU.

@@ -7,6 +7,7 @@
 
 #include "gguf/file.h"
 #include "kv/cache.h"
+#include "mm/projector.h"
 #include "model/spec.h"
 #include "plan/devices.h"
 #include "plan/inventory.h"
@@ -26,6 +27,10 @@ struct Request {
   int n_cpu_layers = 0;      // with a GPU: the first N layers stay on the CPU (partial offload)
   bool ple_on_host = false;  // with a GPU: Gemma 4's per-layer-embedding table stays on the host
   bool experts_on_host = false;  // with a GPU: MoE expert weights stay on the host
+  // Images and audio (a projector, plan/media.h): the budget of the largest image and the longest
+  // clip a run takes; 0 takes none.
+  int image_tokens = 0;
+  double audio_seconds = 0;
 };
 
 enum class ItemKind { kWeights, kKvCache, kActivations, kLogits, kHost };
@@ -73,6 +78,12 @@ struct Plan {
   // about them once per reason, e.g. "GPU present (cuda:0 …) but this build runs on the CPU: …".
   std::vector<Device> unused_devices;
   std::vector<std::string> notes;
+  // What one medium of the largest planned size costs (with a projector): its tokens hold that
+  // many positions of the context and that many bytes of KV cache per sequence.
+  struct MediaCost {
+    int image_tokens = 0, audio_tokens = 0;
+    uint64_t image_kv_bytes = 0, audio_kv_bytes = 0;
+  } media;
 
   uint64_t bytes_on(int device) const;
   uint64_t bytes_of(ItemKind kind) const;
@@ -89,6 +100,9 @@ struct PlanInput {
   const gguf::File& file;
   const model::Spec& spec;
   std::vector<Device> devices;  // [0] the CPU; devices that are not placeable are left empty
+  // A projector (--mmproj) whose encoders the run loads; null for none.
+  const gguf::File* projector_file = nullptr;
+  const mm::ProjectorSpec* projector = nullptr;
 };
 
 // Which device a weight tensor lives on under `r`: 0 the CPU, 1 the GPU when there is one.

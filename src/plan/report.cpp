@@ -19,6 +19,24 @@ std::string item_label(const Item& i) {
 
 double gbps(double bytes_per_second) { return bytes_per_second / 1e9; }
 
+// "media: an image of up to 280 tokens takes 6.8% of the 4096-token context and 12.3 MiB of KV
+// cache per sequence; …"
+std::string media_line(const Plan& p) {
+  const int n_ctx = p.request.n_ctx;
+  auto cost = [&](int tokens, uint64_t kv) {
+    return fmt::format("{} tokens, {:.1f}% of the {}-token context and {} of KV cache per sequence", tokens,
+                       100.0 * tokens / n_ctx, n_ctx, util::format_bytes(kv));
+  };
+  std::string out = "media:";
+  if (p.media.image_tokens > 0)
+    out += fmt::format(" an image of the largest budget takes {}", cost(p.media.image_tokens, p.media.image_kv_bytes));
+  if (p.media.audio_tokens > 0) {
+    out += fmt::format("{} a {:.0f} s clip takes {}", p.media.image_tokens > 0 ? ";" : "", p.request.audio_seconds,
+                       cost(p.media.audio_tokens, p.media.audio_kv_bytes));
+  }
+  return out + "\n";
+}
+
 }  // namespace
 
 std::string format_plan(const Plan& p, const model::Spec& spec, const std::string& source) {
@@ -61,6 +79,7 @@ std::string format_plan(const Plan& p, const model::Spec& spec, const std::strin
   if (sliding) out += fmt::format(" — rings hold W + micro-batch − 1 cells, the {}-cell slack lets a prefill micro-batch "
                                   "see its full window", p.request.n_ubatch - 1);
   out += "\n";
+  if (p.media.image_tokens > 0 || p.media.audio_tokens > 0) out += media_line(p);
   const Prediction& pr = p.prediction;
   out += fmt::format("\npredicted decode: {:.1f} tok/s at depth 0 ({} read per token), {:.1f} tok/s with the context "
                      "full ({} per token) — bandwidth-bound: bytes per token / measured bandwidth\n",
@@ -95,7 +114,8 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
   j["request"] = {{"ctx", p.request.n_ctx}, {"kv_type_k", lower_type(p.request.k_type)},
                   {"kv_type_v", lower_type(p.request.v_type)}, {"slots", p.request.n_slots},
                   {"ubatch", p.request.n_ubatch}, {"cpu_layers", p.request.n_cpu_layers},
-                  {"ple_on_host", p.request.ple_on_host}, {"experts_on_host", p.request.experts_on_host}};
+                  {"ple_on_host", p.request.ple_on_host}, {"experts_on_host", p.request.experts_on_host},
+                  {"image_tokens", p.request.image_tokens}, {"audio_seconds", p.request.audio_seconds}};
   j["fits"] = p.fits;
   if (!p.applied.empty()) j["fit_applied"] = p.applied;
   j["devices"] = nlohmann::ordered_json::array();
@@ -138,6 +158,13 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
                      {"bytes_per_token", p.prediction.bytes_per_token},
                      {"bytes_per_token_full_context", p.prediction.bytes_per_token_full},
                      {"transfer_seconds_per_token", p.prediction.transfer_seconds}};
+  if (p.media.image_tokens > 0 || p.media.audio_tokens > 0) {
+    j["media"] = {{"image_tokens", p.media.image_tokens},
+                  {"image_kv_bytes", p.media.image_kv_bytes},
+                  {"audio_seconds", p.request.audio_seconds},
+                  {"audio_tokens", p.media.audio_tokens},
+                  {"audio_kv_bytes", p.media.audio_kv_bytes}};
+  }
   j["problems"] = p.problems;
   j["alternatives"] = nlohmann::ordered_json::array();
   for (const auto& a : p.alternatives) {

@@ -2,11 +2,11 @@
 // ternary and FP4 types, and the dispatcher. The K-quants are in dequantize_k.cpp.
 #include "tensor/dequantize.h"
 
-#include <bit>
 #include <cstdint>
 #include <cstring>
 
 #include "tensor/fp16.h"
+#include "tensor/fp8_scales.h"
 
 namespace tensor {
 namespace {
@@ -16,24 +16,6 @@ namespace {
 uint32_t load_qh(const uint8_t (&qh)[4]) {
   return static_cast<uint32_t>(qh[0]) | static_cast<uint32_t>(qh[1]) << 8 |
          static_cast<uint32_t>(qh[2]) << 16 | static_cast<uint32_t>(qh[3]) << 24;
-}
-
-// E8M0 exponent e → 2^(e - 128): the MXFP4 scale, halved because kFp4Levels are doubled.
-// e = 0 and 1 give f32 subnormals (2^-128, 2^-127).
-float mxfp4_half_scale(uint8_t e) {
-  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
-  return std::bit_cast<float>(bits);
-}
-
-// Unsigned E4M3 (bias 7, no sign bit used) → f32, halved because kFp4Levels are doubled.
-// 0x00 and 0x7F (E4M3's nan) decode to 0, as the reference decoders do.
-float nvfp4_half_scale(uint8_t x) {
-  if (x == 0 || x == 0x7f) return 0.0f;
-  const uint32_t exponent = (x >> 3) & 0xfu;
-  const uint32_t mantissa = x & 0x7u;
-  if (exponent == 0) return static_cast<float>(mantissa) * 0x1p-10f;  // subnormal m/8 * 2^-6 / 2
-  // (1 + m/8) * 2^(exponent - 7) / 2, built directly: every such value is exact in f32.
-  return std::bit_cast<float>((exponent + 119) << 23 | mantissa << 20);
 }
 
 // One base-3 digit of a TQ1_0 byte: the byte is a fixed-point fraction of 3^5 (or 3^4); times

@@ -93,23 +93,7 @@ bool can_dequantize(DType type) {
 }
 
 bool can_quantize(DType type) {
-  switch (type) {
-    case DType::kF32:
-    case DType::kF16:
-    case DType::kBF16:
-    case DType::kQ4_0:
-    case DType::kQ4_1:
-    case DType::kQ5_0:
-    case DType::kQ5_1:
-    case DType::kQ8_0:
-    case DType::kQ4_K:
-    case DType::kQ5_K:
-    case DType::kQ6_K:
-    case DType::kQ8_K:
-      return true;
-    default:
-      return false;
-  }
+  return can_dequantize(type);  // every type headroom reads, it can also write
 }
 
 }  // namespace tensor

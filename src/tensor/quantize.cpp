@@ -1,5 +1,6 @@
-// Reference quantizers for the 16-bit floats and the 32-value block types, and the dispatcher.
-// The K-quants and Q8_K are in quantize_k.cpp.
+// Reference quantizers for the 16-bit floats and the 32-value block types (plain and
+// importance-weighted), and the dispatcher. The K-quants and Q8_K are in quantize_k.cpp, the
+// codebook, ternary and FP4 types in quantize_nonlinear.cpp.
 #include "tensor/quantize.h"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include "tensor/fp16.h"
+#include "tensor/quantize_search.h"
 
 namespace tensor {
 namespace {
@@ -47,43 +49,130 @@ void store_qh(uint32_t qh, uint8_t (&out)[4]) {
   for (int k = 0; k < 4; ++k) out[k] = static_cast<uint8_t>(qh >> (8 * k));
 }
 
-template <class Block, void (*Encode)(const float*, Block*, int64_t)>
-void encode_erased(const float* src, void* dst, int64_t n) {
-  Encode(src, static_cast<Block*>(dst), n);
+// The row's mean square: the importance-weighted 32-value quantizers weigh each value by
+// importance · sqrt(σ² + x²), σ² taken over the whole row.
+float row_sigma2(const float* x, int64_t n) {
+  float sum = 0;
+  for (int64_t j = 0; j < n; ++j) sum += x[j] * x[j];
+  return sum / static_cast<float>(n);
+}
+
+void importance_weights(const float* importance, const float* x, float sigma2, float* weights) {
+  for (int j = 0; j < 32; ++j) weights[j] = importance[j] * std::sqrt(sigma2 + x[j] * x[j]);
+}
+
+// Symmetric 32-value blocks with importance (Q4_0: nmax 8, Q5_0: nmax 16): a weighted fit of the
+// scale; `store` packs the levels (0..2·nmax-1) and the scale.
+template <class Block, class Store>
+void quantize_symmetric_weighted(const float* src, Block* dst, int64_t n, const float* importance,
+                                 int nmax, Store store) {
+  const float sigma2 = row_sigma2(src, n);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* x = src + 32 * b;
+    float weights[32];
+    int8_t levels[32];
+    importance_weights(importance + 32 * b, x, sigma2, weights);
+    const float d = search::fit_symmetric(32, nmax, x, weights, levels);
+    dst[b].d = f32_to_f16(d);
+    store(levels, dst[b]);
+  }
+}
+
+// 32-value blocks with a min and importance (Q4_1: nmax 15, Q5_1: nmax 31).
+template <class Block, class Store>
+void quantize_scale_min_weighted(const float* src, Block* dst, int64_t n, const float* importance,
+                                 int nmax, Store store) {
+  const float sigma2 = row_sigma2(src, n);
+  const search::ScaleMinSearch fit{.nmax = nmax, .rmin = -0.9f, .rdelta = 0.05f, .nstep = 36};
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* x = src + 32 * b;
+    float weights[32];
+    uint8_t levels[32];
+    importance_weights(importance + 32 * b, x, sigma2, weights);
+    float min;
+    const float d = search::fit_scale_min(fit, 32, x, weights, levels, &min);
+    dst[b].d = f32_to_f16(d);
+    dst[b].m = f32_to_f16(-min);
+    store(levels, dst[b]);
+  }
+}
+
+template <class Level>
+void pack_4bit(const Level* levels, uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(levels[j] | levels[j + 16] << 4);
+}
+
+// Low nibbles as 4-bit blocks, the fifth bits of values j and j + 16 at bits j and j + 16 of qh.
+template <class Level>
+void pack_5bit(const Level* levels, uint8_t* qs, uint8_t (&qh_bytes)[4]) {
+  uint32_t qh = 0;
+  for (int j = 0; j < 16; ++j) {
+    qs[j] = static_cast<uint8_t>((levels[j] & 0x0f) | (levels[j + 16] & 0x0f) << 4);
+    qh |= static_cast<uint32_t>((levels[j] >> 4) & 1) << j;
+    qh |= static_cast<uint32_t>((levels[j + 16] >> 4) & 1) << (j + 16);
+  }
+  store_qh(qh, qh_bytes);
 }
 
 void quantize_row_f32(const float* src, float* dst, int64_t n) {
   if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
 }
 
-using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n);
+// Behind one signature: encoders that take importance, and those that have no use for it (their
+// reference quantizers ignore it too).
+template <class Block, void (*Encode)(const float*, Block*, int64_t, const float*)>
+void encode_weighted(const float* src, void* dst, int64_t n, const float* importance) {
+  Encode(src, static_cast<Block*>(dst), n, importance);
+}
+template <class Block, void (*Encode)(const float*, Block*, int64_t)>
+void encode_plain(const float* src, void* dst, int64_t n, const float*) {
+  Encode(src, static_cast<Block*>(dst), n);
+}
+
+using QuantizeRowFn = void (*)(const float* src, void* dst, int64_t n, const float* importance);
 
 QuantizeRowFn find_quantizer(DType type) {
   switch (type) {
     case DType::kF32:
-      return encode_erased<float, quantize_row_f32>;
+      return encode_plain<float, quantize_row_f32>;
     case DType::kF16:
-      return encode_erased<uint16_t, quantize_row_f16>;
+      return encode_plain<uint16_t, quantize_row_f16>;
     case DType::kBF16:
-      return encode_erased<uint16_t, quantize_row_bf16>;
+      return encode_plain<uint16_t, quantize_row_bf16>;
     case DType::kQ4_0:
-      return encode_erased<BlockQ4_0, quantize_row_q4_0>;
+      return encode_weighted<BlockQ4_0, quantize_row_q4_0>;
     case DType::kQ4_1:
-      return encode_erased<BlockQ4_1, quantize_row_q4_1>;
+      return encode_weighted<BlockQ4_1, quantize_row_q4_1>;
     case DType::kQ5_0:
-      return encode_erased<BlockQ5_0, quantize_row_q5_0>;
+      return encode_weighted<BlockQ5_0, quantize_row_q5_0>;
     case DType::kQ5_1:
-      return encode_erased<BlockQ5_1, quantize_row_q5_1>;
+      return encode_weighted<BlockQ5_1, quantize_row_q5_1>;
     case DType::kQ8_0:
-      return encode_erased<BlockQ8_0, quantize_row_q8_0>;
+      return encode_plain<BlockQ8_0, quantize_row_q8_0>;
+    case DType::kQ2_K:
+      return encode_weighted<BlockQ2_K, quantize_row_q2_k>;
+    case DType::kQ3_K:
+      return encode_weighted<BlockQ3_K, quantize_row_q3_k>;
     case DType::kQ4_K:
-      return encode_erased<BlockQ4_K, quantize_row_q4_k>;
+      return encode_weighted<BlockQ4_K, quantize_row_q4_k>;
     case DType::kQ5_K:
-      return encode_erased<BlockQ5_K, quantize_row_q5_k>;
+      return encode_weighted<BlockQ5_K, quantize_row_q5_k>;
     case DType::kQ6_K:
-      return encode_erased<BlockQ6_K, quantize_row_q6_k>;
+      return encode_weighted<BlockQ6_K, quantize_row_q6_k>;
     case DType::kQ8_K:
-      return encode_erased<BlockQ8_K, quantize_row_q8_k>;
+      return encode_plain<BlockQ8_K, quantize_row_q8_k>;
+    case DType::kIQ4_NL:
+      return encode_weighted<BlockIQ4_NL, quantize_row_iq4_nl>;
+    case DType::kIQ4_XS:
+      return encode_weighted<BlockIQ4_XS, quantize_row_iq4_xs>;
+    case DType::kTQ1_0:
+      return encode_plain<BlockTQ1_0, quantize_row_tq1_0>;
+    case DType::kTQ2_0:
+      return encode_plain<BlockTQ2_0, quantize_row_tq2_0>;
+    case DType::kMXFP4:
+      return encode_plain<BlockMXFP4, quantize_row_mxfp4>;
+    case DType::kNVFP4:
+      return encode_plain<BlockNVFP4, quantize_row_nvfp4>;
     default:
       return nullptr;
   }
@@ -99,7 +188,12 @@ void quantize_row_bf16(const float* src, uint16_t* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
 }
 
-void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
+void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n, const float* importance) {
+  if (importance) {
+    return quantize_symmetric_weighted(
+        src, dst, n, importance, 8,
+        [](const int8_t* l, BlockQ4_0& block) { pack_4bit(l, block.qs); });
+  }
   for (int64_t b = 0; b < n / BlockQ4_0::kValues; ++b, src += BlockQ4_0::kValues) {
     // The extreme value becomes level 0, i.e. q - 8 = -8.
     const float d = signed_absmax(src, BlockQ4_0::kValues) / -8;
@@ -114,7 +208,12 @@ void quantize_row_q4_0(const float* src, BlockQ4_0* dst, int64_t n) {
   }
 }
 
-void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n) {
+void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n, const float* importance) {
+  if (importance) {
+    return quantize_scale_min_weighted(
+        src, dst, n, importance, 15,
+        [](const uint8_t* l, BlockQ4_1& block) { pack_4bit(l, block.qs); });
+  }
   for (int64_t b = 0; b < n / BlockQ4_1::kValues; ++b, src += BlockQ4_1::kValues) {
     float min, max;
     min_max(src, BlockQ4_1::kValues, &min, &max);
@@ -130,7 +229,12 @@ void quantize_row_q4_1(const float* src, BlockQ4_1* dst, int64_t n) {
   }
 }
 
-void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n) {
+void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n, const float* importance) {
+  if (importance) {
+    return quantize_symmetric_weighted(
+        src, dst, n, importance, 16,
+        [](const int8_t* l, BlockQ5_0& block) { pack_5bit(l, block.qs, block.qh); });
+  }
   for (int64_t b = 0; b < n / BlockQ5_0::kValues; ++b, src += BlockQ5_0::kValues) {
     const float d = signed_absmax(src, BlockQ5_0::kValues) / -16;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -147,7 +251,12 @@ void quantize_row_q5_0(const float* src, BlockQ5_0* dst, int64_t n) {
   }
 }
 
-void quantize_row_q5_1(const float* src, BlockQ5_1* dst, int64_t n) {
+void quantize_row_q5_1(const float* src, BlockQ5_1* dst, int64_t n, const float* importance) {
+  if (importance) {
+    return quantize_scale_min_weighted(
+        src, dst, n, importance, 31,
+        [](const uint8_t* l, BlockQ5_1& block) { pack_5bit(l, block.qs, block.qh); });
+  }
   for (int64_t b = 0; b < n / BlockQ5_1::kValues; ++b, src += BlockQ5_1::kValues) {
     float min, max;
     min_max(src, BlockQ5_1::kValues, &min, &max);
@@ -183,12 +292,33 @@ void quantize_row_q8_0(const float* src, BlockQ8_0* dst, int64_t n) {
   }
 }
 
-util::Status quantize_row(DType type, const float* src, void* dst, int64_t n) {
+bool uses_importance(DType type) {
+  switch (type) {
+    case DType::kQ4_0:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      return true;
+    default:
+      return false;
+  }
+}
+
+util::Status quantize_row(DType type, const float* src, void* dst, int64_t n,
+                          const float* importance) {
   const QuantizeRowFn encode = find_quantizer(type);
   if (encode == nullptr) {
     return util::errorf(
         "tensor: cannot quantize to {} (no encoder for this type) — choose one of F32, F16, "
-        "BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K",
+        "BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, "
+        "TQ1_0, TQ2_0, MXFP4, NVFP4",
         dtype_name(type));
   }
   HR_TRY(check_row_length(type, n));
@@ -205,7 +335,7 @@ util::Status quantize_row(DType type, const float* src, void* dst, int64_t n) {
       }
     }
   }
-  encode(src, dst, n);
+  encode(src, dst, n, uses_importance(type) ? importance : nullptr);
   return {};
 }
 

@@ -14,7 +14,8 @@ namespace util {
 Result<MappedFile> MappedFile::open(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    return errorf("cannot open {}: {} — check the path and permissions", path, std::strerror(errno));
+    return errorf("cannot open {}: {} — check the path and permissions", path,
+                  std::strerror(errno));
   }
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
@@ -70,6 +71,15 @@ void MappedFile::prefetch(size_t offset, size_t length) const {
   size_t begin = offset / page * page;
   size_t end = offset + std::min(length, size_ - offset);
   ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_WILLNEED);
+}
+
+void MappedFile::release(size_t offset, size_t length) const {
+  if (!data_ || offset >= size_) return;
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  // Only whole pages inside the range: a page shared with the next range stays mapped.
+  const size_t begin = (offset + page - 1) / page * page;
+  const size_t end = (offset + std::min(length, size_ - offset)) / page * page;
+  if (end > begin) ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
 }
 
 }  // namespace util

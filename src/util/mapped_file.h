@@ -28,6 +28,9 @@ class MappedFile {
 
   // Hints that a byte range will be read soon (e.g. weights before the first token).
   void prefetch(size_t offset, size_t length) const;
+  // Drops a byte range that was read and will not be read again from this process's memory
+  // (the pages stay in the page cache): a pass over a large file keeps a bounded footprint.
+  void release(size_t offset, size_t length) const;
 
  private:
   const uint8_t* data_ = nullptr;

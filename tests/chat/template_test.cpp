@@ -93,6 +93,71 @@ TEST(ChatBuiltins, ChatmlAndLlama3) {
             "or pass a template FILE");
 }
 
+// An agent turn as the server hands it to a template: arguments parsed into an object.
+ordered_json agent_turns() {
+  return ordered_json::parse(R"([
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Weather in Oslo?"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c0", "type": "function",
+      "function": {"name": "get_weather", "arguments": {"city": "Oslo"}}}]},
+    {"role": "tool", "tool_call_id": "c0", "content": "rain"}])");
+}
+
+ordered_json weather_tool() {
+  return ordered_json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+    "description": "Weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+    "required": ["city"]}}}])");
+}
+
+TEST(ChatBuiltins, ChatmlDeclaresToolsAsHermesDoes) {
+  // Truth: the Hermes / Qwen 2.5 layout (testdata/templates/Qwen-Qwen2.5-7B-Instruct.jinja)
+  // without Qwen's default system prompt.
+  chat::RenderOptions options;
+  options.tools = weather_tool();
+  EXPECT_EQ(apply(*chat::builtin_template("chatml"), agent_turns(), options),
+            "<|im_start|>system\nBe brief.\n\n# Tools\n\nYou may call one or more functions to assist with "
+            "the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n"
+            "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "
+            "\"Weather\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": "
+            "\"string\"}}, \"required\": [\"city\"]}}}\n</tools>\n\nFor each function call, return a json "
+            "object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n"
+            "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\nWeather in Oslo?<|im_end|>\n"
+            "<|im_start|>assistant\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+            "\"Oslo\"}}\n</tool_call><|im_end|>\n"
+            "<|im_start|>user\n<tool_response>\nrain\n</tool_response><|im_end|>\n<|im_start|>assistant\n");
+}
+
+TEST(ChatBuiltins, Llama3DeclaresToolsAsLlama31Does) {
+  // Truth: Llama 3.1's layout with the tools in the system turn (its tools_in_user_message=false
+  // path), calls as {"name", "parameters"} and results in an ipython turn.
+  chat::RenderOptions options;
+  options.bos_token = "<|begin_of_text|>";
+  options.tools = ordered_json::parse(R"([{"type": "function", "function": {"name": "f"}}])");
+  EXPECT_EQ(apply(*chat::builtin_template("llama3"), agent_turns(), options),
+            "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n\nEnvironment: ipython\n\nYou have "
+            "access to the following functions. To call a function, please respond with JSON for a function "
+            "call. Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name "
+            "and its value}. Do not use variables.\n\n{\n    \"type\": \"function\",\n    \"function\": {\n"
+            "        \"name\": \"f\"\n    }\n}\n\nBe brief.<|eot_id|>"
+            "<|start_header_id|>user<|end_header_id|>\n\nWeather in Oslo?<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"get_weather\", \"parameters\": "
+            "{\"city\": \"Oslo\"}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n\nrain<|eot_id|>"
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+TEST(ChatBuiltins, Gemma4DeclaresToolsNatively) {
+  chat::RenderOptions options;
+  options.bos_token = "<bos>";
+  options.tools = weather_tool();
+  EXPECT_EQ(apply(*chat::builtin_template("gemma4"), agent_turns(), options),
+            "<bos><|turn>system\nBe brief.<|tool>declaration:get_weather{description:<|\"|>Weather<|\"|>,"
+            "parameters:{properties:{city:{type:<|\"|>STRING<|\"|>}},required:[<|\"|>city<|\"|>],"
+            "type:<|\"|>OBJECT<|\"|>}}<tool|><turn|>\n<|turn>user\nWeather in Oslo?<turn|>\n<|turn>model\n"
+            "<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|>"
+            "<|tool_response>response:get_weather{value:<|\"|>rain<|\"|>}<tool_response|>");
+}
+
 TEST(ChatApply, PassesHuggingFacesVariables) {
   chat::RenderOptions options;
   options.bos_token = "B";

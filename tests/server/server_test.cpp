@@ -1,138 +1,15 @@
 // The OpenAI-compatible server on the real stories260K, driven over loopback HTTP as a client
 // would: golden greedy text, streaming, auth, limits, admission errors, disconnects, structured
 // output, concurrency, and /metrics agreeing with what the clients received.
-#include "server/server.h"
-
-#include <gtest/gtest.h>
-#include <httplib.h>
-
 #include <atomic>
-#include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
 
-#include "engine/engine.h"
-#include "gguf/file.h"
-#include "testing/testing.h"
-#include "tokenizer/tokenizer.h"
+#include "running_server.h"
 
 namespace {
 
-using nlohmann::json;
-
-std::string model_path() { return (testing_util::shared_dir() / "models/stories260K.gguf").string(); }
-
-// A server on a free loopback port, running on its own thread for the test's lifetime.
-class Running {
- public:
-  explicit Running(engine::EngineOptions eo, server::ServerOptions so = {}) {
-    eo.model_path = model_path();
-    auto e = engine::Engine::load(eo);
-    EXPECT_TRUE(e.ok()) << e.error().message();
-    engine_ = std::move(*e);
-    auto t = tokenizer::Tokenizer::from_gguf(engine_->file());
-    EXPECT_TRUE(t.ok());
-    tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
-    so.port = 0;
-    so.model_id = "stories260K";
-    so.chat_template = "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:";
-    auto s = server::Server::create(*engine_, *tokenizer_, so);
-    EXPECT_TRUE(s.ok()) << s.error().message();
-    server_ = std::move(*s);
-    EXPECT_TRUE(server_->bind().ok());
-    thread_ = std::thread([this] { (void)server_->run(); });
-  }
-  ~Running() {
-    server_->stop();
-    thread_.join();
-  }
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", server_->port());
-    c.set_read_timeout(60, 0);
-    return c;
-  }
-  const tokenizer::Tokenizer& tokenizer() const { return *tokenizer_; }
-  engine::Engine& engine() { return *engine_; }
-
- private:
-  std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<tokenizer::Tokenizer> tokenizer_;
-  std::unique_ptr<server::Server> server_;
-  std::thread thread_;
-};
-
-engine::EngineOptions small(int slots = 4, int ctx = 256) {
-  return {.n_ctx = ctx, .n_ubatch = 64, .n_slots = slots};
-}
-
-json post(httplib::Client& c, const std::string& path, const json& body, int* status = nullptr,
-          httplib::Headers headers = {}) {
-  auto res = c.Post(path.c_str(), headers, body.dump(), "application/json");
-  EXPECT_TRUE(res) << "no response from " << path << ": " << httplib::to_string(res.error());
-  if (!res) return json();
-  if (status) *status = res->status;
-  return json::parse(res->body, nullptr, false);
-}
-
-// The value of one series in a Prometheus exposition (0 when absent).
-double metric(const std::string& exposition, const std::string& series) {
-  std::istringstream in(exposition);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(series + " ", 0) == 0) return std::stod(line.substr(series.size() + 1));
-  }
-  return 0;
-}
-
-std::string metrics_text(Running& s) {
-  auto c = s.client();
-  auto res = c.Get("/metrics");
-  EXPECT_TRUE(res && res->status == 200);
-  return res ? res->body : "";
-}
-
-struct Golden {
-  std::string prompt;
-  std::vector<int32_t> prompt_ids, generated;
-};
-
-std::vector<Golden> golden() {
-  auto g = json::parse(testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
-  std::vector<Golden> out;
-  for (const auto& c : g["cases"]) {
-    out.push_back({c["prompt"].get<std::string>(), c["prompt_ids"].get<std::vector<int32_t>>(),
-                   c["greedy_generated_ids"].get<std::vector<int32_t>>()});
-  }
-  return out;
-}
-
-// The golden continuation as text (its pieces joined: a continuation keeps its leading space) and
-// token count, cut at the end token or at `max_tokens`.
-std::pair<std::string, int> golden_text(const tokenizer::Tokenizer& tok, const Golden& g, int max_tokens,
-                                        bool* stopped) {
-  std::string text;
-  *stopped = false;
-  int n = 0;
-  for (int32_t id : g.generated) {
-    if (n == max_tokens) break;
-    ++n;
-    if (tok.is_end_of_generation(id)) {
-      *stopped = true;
-      break;
-    }
-    text += tok.piece(id);
-  }
-  return {text, n};
-}
-
-// Reads a whole SSE response: the data payloads in order.
-std::vector<std::string> sse_events(const std::string& body) {
-  std::vector<std::string> events;
-  std::istringstream in(body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind("data: ", 0) == 0) events.push_back(line.substr(6));
-  }
-  return events;
-}
+using namespace server_test;
 
 TEST(Server, ModelsHealthAndMetricsRoutes) {
   Running s(small());
@@ -149,8 +26,9 @@ TEST(Server, ModelsHealthAndMetricsRoutes) {
   EXPECT_EQ(metric(text, "headroom_slots_total"), 4);
   EXPECT_EQ(metric(text, "headroom_kv_cache_bytes_total{device=\"cpu\"}"),
             static_cast<double>(s.engine().cache().bytes_allocated()));
-  for (const char* name : {"headroom_time_to_first_token_seconds", "headroom_inter_token_latency_seconds",
-                           "headroom_request_duration_seconds", "headroom_queue_time_seconds"}) {
+  for (const char* name :
+       {"headroom_time_to_first_token_seconds", "headroom_inter_token_latency_seconds",
+        "headroom_request_duration_seconds", "headroom_queue_time_seconds"}) {
     EXPECT_NE(text.find(std::string("# TYPE ") + name + " histogram"), std::string::npos) << name;
   }
   auto missing = c.Get("/v1/nothing");
@@ -167,8 +45,9 @@ TEST(Server, GreedyCompletionsMatchTheGoldenText) {
     bool stopped = false;
     const auto [text, n] = golden_text(s.tokenizer(), g, max_tokens, &stopped);
     int status = 0;
-    const json r = post(c, "/v1/completions",
-                        {{"prompt", g.prompt}, {"max_tokens", max_tokens}, {"temperature", 0}}, &status);
+    const json r =
+        post(c, "/v1/completions",
+             {{"prompt", g.prompt}, {"max_tokens", max_tokens}, {"temperature", 0}}, &status);
     ASSERT_EQ(status, 200) << r.dump();
     EXPECT_EQ(r["object"], "text_completion");
     EXPECT_EQ(r["choices"][0]["text"], text) << g.prompt;
@@ -182,8 +61,11 @@ TEST(Server, GreedyCompletionsMatchTheGoldenText) {
 TEST(Server, StreamedChatEqualsTheWholeResponse) {
   Running s(small());
   auto c = s.client();
-  const json body = {{"messages", {{{"role", "user"}, {"content", "Tell me a story about a dog."}}}},
-                     {"max_tokens", 30}, {"temperature", 0}, {"logprobs", true}};
+  const json body = {
+      {"messages", {{{"role", "user"}, {"content", "Tell me a story about a dog."}}}},
+      {"max_tokens", 30},
+      {"temperature", 0},
+      {"logprobs", true}};
   int status = 0;
   const json whole = post(c, "/v1/chat/completions", body, &status);
   ASSERT_EQ(status, 200) << whole.dump();
@@ -191,7 +73,8 @@ TEST(Server, StreamedChatEqualsTheWholeResponse) {
   EXPECT_EQ(whole["choices"][0]["message"]["role"], "assistant");
   const std::string expected = whole["choices"][0]["message"]["content"];
   ASSERT_FALSE(expected.empty());
-  EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(), whole["usage"]["completion_tokens"].get<size_t>());
+  EXPECT_EQ(whole["choices"][0]["logprobs"]["content"].size(),
+            whole["usage"]["completion_tokens"].get<size_t>());
 
   json streaming = body;
   streaming["stream"] = true;
@@ -243,8 +126,9 @@ TEST(Server, StopStringsEndTheTextBeforeTheStop) {
   ASSERT_NE(cut, std::string::npos);
   const std::string stop = text.substr(cut, 3);
   int status = 0;
-  const json r = post(c, "/v1/completions",
-                      {{"prompt", g.prompt}, {"max_tokens", 40}, {"temperature", 0}, {"stop", stop}}, &status);
+  const json r =
+      post(c, "/v1/completions",
+           {{"prompt", g.prompt}, {"max_tokens", 40}, {"temperature", 0}, {"stop", stop}}, &status);
   ASSERT_EQ(status, 200);
   EXPECT_EQ(r["choices"][0]["text"], text.substr(0, text.find(stop)));
   EXPECT_EQ(r["choices"][0]["finish_reason"], "stop");
@@ -287,7 +171,9 @@ TEST(Server, BadRequestsGetTheRightStatusNamingTheField) {
       {R"({"prompt":"x","stop":[1,2]})", 400, "stop[0]", ""},
       {R"({"max_tokens":3})", 400, "prompt", ""},
       {json{{"prompt", std::string(5000, 'x')}}.dump(), 413, "", ""},
-      {json{{"prompt", std::string(1000, ' ') + "Once upon a time there was a dog. " + std::string(400, '.')}}.dump(),
+      {json{{"prompt",
+             std::string(1000, ' ') + "Once upon a time there was a dog. " + std::string(400, '.')}}
+           .dump(),
        400, "prompt", "context_length_exceeded"},
       {R"({"prompt":"x","response_format":{"type":"json_schema","json_schema":{"schema":{"type":"object","patternProperties":{"a":{}}}}}})",
        400, "response_format", "unsupported_response_format"},
@@ -309,7 +195,8 @@ TEST(Server, BadRequestsGetTheRightStatusNamingTheField) {
   // The context error gives both counts.
   auto res = c.Post("/v1/completions", cases[7].body, "application/json");
   ASSERT_TRUE(res);
-  EXPECT_TRUE(std::regex_search(res->body, std::regex("the prompt has [0-9]+ tokens but the context holds 64")))
+  EXPECT_TRUE(std::regex_search(
+      res->body, std::regex("the prompt has [0-9]+ tokens but the context holds 64")))
       << res->body;
   const std::string text = metrics_text(s);
   EXPECT_EQ(metric(text, "headroom_errors_total{type=\"too_large\"}"), 1);
@@ -326,8 +213,12 @@ TEST(Server, AFullQueueAnswers503WithRetryAfterAndNothingIsLost) {
   for (int i = 0; i < kClients; ++i) {
     clients.emplace_back([&, i] {
       auto c = s.client();
-      auto res = c.Post("/v1/completions", json{{"prompt", "Once upon a time"}, {"max_tokens", 1500},
-                                                {"temperature", 1.0}, {"seed", i}}.dump(),
+      auto res = c.Post("/v1/completions",
+                        json{{"prompt", "Once upon a time"},
+                             {"max_tokens", 1500},
+                             {"temperature", 1.0},
+                             {"seed", i}}
+                            .dump(),
                         "application/json");
       if (!res) return;
       status[i] = res->status;
@@ -366,7 +257,12 @@ TEST(Server, AClientThatGoesAwayIsCancelledAndItsCacheFreed) {
   req.method = "POST";
   req.path = "/v1/completions";
   req.set_header("Content-Type", "application/json");
-  req.body = json{{"prompt", "Once upon a time"}, {"max_tokens", 2000}, {"stream", true}, {"temperature", 1}}.dump();
+  req.body = json{
+      {"prompt", "Once upon a time"},
+      {"max_tokens", 2000},
+      {"stream", true},
+      {"temperature",
+       1}}.dump();
   req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 2; };
   (void)c.send(req);
   EXPECT_GE(chunks, 2);  // it read, then hung up
@@ -398,18 +294,22 @@ TEST(Server, JsonSchemaOutputAlwaysParsesAndHasTheRequiredFields) {
                                    {"max_tokens", 200},
                                    {"temperature", 1.0},
                                    {"seed", seed}};
-    body["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "p"}, {"schema", schema}}}};
+    body["response_format"] = {{"type", "json_schema"},
+                               {"json_schema", {{"name", "p"}, {"schema", schema}}}};
     auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
     ASSERT_TRUE(res);
     const int status = res->status;
     const json r = json::parse(res->body);
     ASSERT_EQ(status, 200) << r.dump();
     ASSERT_EQ(r["choices"][0]["finish_reason"], "stop") << r.dump();
-    const json doc = json::parse(r["choices"][0]["message"]["content"].get<std::string>(), nullptr, false);
+    const json doc =
+        json::parse(r["choices"][0]["message"]["content"].get<std::string>(), nullptr, false);
     ASSERT_TRUE(doc.is_object()) << r.dump();
     EXPECT_EQ(doc.size(), 3u) << doc.dump();
-    EXPECT_TRUE(doc["name"].is_string() && doc["name"].get<std::string>().size() <= 12) << doc.dump();
-    EXPECT_TRUE(doc["age"].is_number_integer() && doc["age"] >= 0 && doc["age"] <= 120) << doc.dump();
+    EXPECT_TRUE(doc["name"].is_string() && doc["name"].get<std::string>().size() <= 12)
+        << doc.dump();
+    EXPECT_TRUE(doc["age"].is_number_integer() && doc["age"] >= 0 && doc["age"] <= 120)
+        << doc.dump();
     EXPECT_TRUE(doc["mood"] == "happy" || doc["mood"] == "sad") << doc.dump();
     // Properties come in the order the schema lists them.
     const std::string content = r["choices"][0]["message"]["content"];
@@ -421,7 +321,8 @@ TEST(Server, GreedyOutputsAreTheSameAloneAndAmong31Others) {
   Running s(small(8, 256));
   const auto cases = golden();
   auto body = [&](int i) {
-    return json{{"prompt", cases[i % cases.size()].prompt + (i >= static_cast<int>(cases.size()) ? " and" : "")},
+    return json{{"prompt", cases[i % cases.size()].prompt +
+                               (i >= static_cast<int>(cases.size()) ? " and" : "")},
                 {"max_tokens", 24 + i % 9},
                 {"temperature", 0}};
   };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -41,15 +42,19 @@ std::vector<float> dequantize_tensor(const tensor_test::KnownAnswerTensor& t,
 
 struct QuantizeCase {
   std::string type;
-  // Whether our bytes equal the file's. The README lists BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-  // Q4_K, Q5_K and Q6_K as written by the C reference row quantizer, and F16 as equal to the
-  // Python package's quantizer (plain round-to-nearest-even).
+  // Whether our bytes equal the file's. The README lists BF16, Q4_0 .. Q8_0, the K-quants,
+  // IQ4_XS, TQ1_0, TQ2_0, MXFP4 and NVFP4 as written by the C reference row quantizer, F16 as
+  // equal to the Python package's quantizer (plain round-to-nearest-even), and IQ4_NL as written
+  // by the file quantizer (which headroom's IQ4_NL follows).
   bool bytes_match_reference;
 };
 
+// Every type headroom decodes (the types the CPU kernels read), each against its reference file.
 const std::vector<QuantizeCase> kQuantizeCases = {
-    {"F16", true},  {"BF16", true}, {"Q4_0", true}, {"Q4_1", true}, {"Q5_0", true},
-    {"Q5_1", true}, {"Q8_0", true}, {"Q4_K", true}, {"Q5_K", true}, {"Q6_K", true},
+    {"F16", true},   {"BF16", true},  {"Q4_0", true},   {"Q4_1", true},   {"Q5_0", true},
+    {"Q5_1", true},  {"Q8_0", true},  {"Q2_K", true},   {"Q3_K", true},   {"Q4_K", true},
+    {"Q5_K", true},  {"Q6_K", true},  {"IQ4_NL", true}, {"IQ4_XS", true}, {"TQ1_0", true},
+    {"TQ2_0", true}, {"MXFP4", true}, {"NVFP4", true},
 };
 
 void PrintTo(const QuantizeCase& c, std::ostream* os) {
@@ -170,33 +175,49 @@ TEST(QuantizeQ8K, AllZeroBlockIsAllZero) {
 }
 
 // All-zero blocks decode to zeros for every block type (no 0/0 in the scale searches).
+// Every block type headroom writes, with and without importance (the importance-weighted
+// searches are separate code).
+std::vector<std::pair<DType, const float*>> block_types_with_and_without_importance(
+    const std::vector<float>& importance) {
+  std::vector<std::pair<DType, const float*>> out;
+  for (const auto& c : kQuantizeCases) {
+    const DType type = *gguf::tensor_type_from_name(c.type);
+    if (type == DType::kF16 || type == DType::kBF16) continue;
+    out.emplace_back(type, nullptr);
+    if (tensor::uses_importance(type)) out.emplace_back(type, importance.data());
+  }
+  out.emplace_back(DType::kQ8_K, nullptr);
+  return out;
+}
+
 TEST(Quantize, ZeroRowsRoundTripToZero) {
-  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                     DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+  const std::vector<float> importance(512, 1.0f);
+  for (auto [type, imp] : block_types_with_and_without_importance(importance)) {
     std::vector<float> src(512, 0.0f);
     std::vector<uint8_t> bytes(static_cast<size_t>(tensor::row_bytes(type, 512)), 0xcd);
     std::vector<float> back(512, 1.0f);
-    ASSERT_TRUE(tensor::quantize_row(type, src.data(), bytes.data(), 512).ok());
+    ASSERT_TRUE(tensor::quantize_row(type, src.data(), bytes.data(), 512, imp).ok());
     ASSERT_TRUE(tensor::dequantize_row(type, bytes.data(), back.data(), 512).ok());
-    for (float v : back) ASSERT_EQ(v, 0.0f) << tensor::dtype_name(type);
+    for (float v : back) ASSERT_EQ(v, 0.0f) << tensor::dtype_name(type) << (imp ? " weighted" : "");
   }
 }
 
 // Blocks of f32 subnormals: 1 / d overflows inside the simple quantizers, and the f16 scales round
 // to 0. Every type must still write a block that decodes to (nearly) the source, i.e. 0.
 TEST(Quantize, SubnormalBlocksDecodeToZero) {
-  for (DType type : {DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ8_0,
-                     DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kQ8_K}) {
+  const std::vector<float> importance(256, 1.0f);
+  for (auto [type, imp] : block_types_with_and_without_importance(importance)) {
     std::vector<float> src(256);
     for (size_t i = 0; i < src.size(); ++i) {
       src[i] = (i % 3 == 0 ? -1.0f : 1.0f) * 1e-39f * static_cast<float>(i % 7);
     }
     std::vector<uint8_t> bytes(static_cast<size_t>(tensor::row_bytes(type, 256)));
     std::vector<float> back(256, 1.0f);
-    ASSERT_TRUE(tensor::quantize_row(type, src.data(), bytes.data(), 256).ok());
+    ASSERT_TRUE(tensor::quantize_row(type, src.data(), bytes.data(), 256, imp).ok());
     ASSERT_TRUE(tensor::dequantize_row(type, bytes.data(), back.data(), 256).ok());
     for (size_t i = 0; i < back.size(); ++i) {
-      ASSERT_LE(std::fabs(back[i] - src[i]), 1e-38f) << tensor::dtype_name(type) << " " << i;
+      ASSERT_LE(std::fabs(back[i] - src[i]), 1e-38f)
+          << tensor::dtype_name(type) << (imp ? " weighted " : " ") << i;
     }
   }
 }
@@ -221,7 +242,7 @@ TEST(Quantize, RefusesNonFiniteValuesNamingTheIndex) {
 TEST(Quantize, RefusesTypesWithoutEncoderAndPartialBlocks) {
   std::vector<float> src(256, 1.0f);
   std::vector<uint8_t> bytes(1024);
-  for (DType type : {DType::kQ2_K, DType::kIQ4_NL, DType::kIQ2_XXS, DType::kMXFP4}) {
+  for (DType type : {DType::kIQ2_XXS, DType::kIQ3_S, DType::kIQ1_M}) {
     EXPECT_FALSE(tensor::can_quantize(type));
     auto status = tensor::quantize_row(type, src.data(), bytes.data(), 256);
     ASSERT_FALSE(status.ok());
@@ -230,6 +251,61 @@ TEST(Quantize, RefusesTypesWithoutEncoderAndPartialBlocks) {
         << status.error().message();
   }
   EXPECT_FALSE(tensor::quantize_row(DType::kQ8_0, src.data(), bytes.data(), 48).ok());
+}
+
+// The importance matrix of the known-answer set (imatrix.gguf, llama.cpp's format): per tensor,
+// in_sum2 / counts, the mean squared activation of each column.
+std::vector<float> load_importance(const gguf::File& file, const std::string& tensor) {
+  const gguf::TensorInfo* sums = file.find_tensor(tensor + ".in_sum2");
+  const gguf::TensorInfo* counts = file.find_tensor(tensor + ".counts");
+  EXPECT_TRUE(sums && counts) << tensor;
+  if (!sums || !counts) return {};
+  float count;
+  std::memcpy(&count, counts->data.data(), sizeof count);
+  std::vector<float> out(sums->n_elements);
+  std::memcpy(out.data(), sums->data.data(), out.size() * sizeof(float));
+  for (float& v : out) v /= count;
+  return out;
+}
+
+// With importance, each type's error weighted by that importance is lower than without it, over
+// the known-answer tensors: the weighting does what it is for. (No reference file quantizes
+// these types with an importance matrix, so bytes cannot be compared.)
+TEST(QuantizeImportance, LowersTheImportanceWeightedError) {
+  auto imatrix = gguf::File::open((tensor_test::known_answer_dir() / "imatrix.gguf").string());
+  ASSERT_TRUE(imatrix.ok()) << imatrix.error().message();
+  auto answers = tensor_test::load_known_answers("F32");
+  ASSERT_TRUE(answers.has_value());
+  for (const auto& c : kQuantizeCases) {
+    const DType type = *gguf::tensor_type_from_name(c.type);
+    if (!tensor::uses_importance(type)) continue;
+    double plain = 0;
+    double weighted = 0;
+    for (const auto& t : answers->tensors) {
+      const std::vector<float> importance = load_importance(*imatrix, t.name);
+      ASSERT_EQ(static_cast<int64_t>(importance.size()), t.row_length) << t.name;
+      const int64_t stride = tensor::row_bytes(type, t.row_length);
+      std::vector<uint8_t> bytes(static_cast<size_t>(stride));
+      std::vector<float> back(static_cast<size_t>(t.row_length));
+      for (int64_t r = 0; r < t.n_rows; ++r) {
+        const float* src = answers->source.data() + t.first_value + r * t.row_length;
+        for (const float* imp : {static_cast<const float*>(nullptr), importance.data()}) {
+          ASSERT_TRUE(tensor::quantize_row(type, src, bytes.data(), t.row_length, imp).ok());
+          ASSERT_TRUE(tensor::dequantize_row(type, bytes.data(), back.data(), t.row_length).ok());
+          double error = 0;
+          for (int64_t i = 0; i < t.row_length; ++i) {
+            const double d = back[static_cast<size_t>(i)] - src[i];
+            error += importance[static_cast<size_t>(i)] * d * d;
+          }
+          (imp ? weighted : plain) += error;
+        }
+      }
+    }
+    RecordProperty(c.type + ".plain", std::to_string(plain));
+    RecordProperty(c.type + ".weighted", std::to_string(weighted));
+    EXPECT_LT(weighted, 0.98 * plain)
+        << c.type << ": weighted error " << weighted << " vs plain " << plain;
+  }
 }
 
 }  // namespace

@@ -288,6 +288,8 @@ void EmulatedGpu::attention(const kernels::AttentionBatch& b) {
           check("attention", "out", b.out, qo);
           check("attention", "the positions", b.pos, b.n_tokens * sizeof(int32_t));
           check("attention", "the span array", b.kv, b.n_tokens * sizeof(void*));
+          if (b.attend_until != nullptr)
+            check("attention", "the image ends", b.attend_until, b.n_tokens * sizeof(int32_t));
           if (inside(device_, b.kv, b.n_tokens * sizeof(void*))) check_spans(b);
           if (error_.empty()) cpu_.attention(b);
         });
@@ -340,6 +342,13 @@ void EmulatedGpu::softcap(float* y, float cap, int64_t n) {
   issue(fmt::format("softcap {} {} {}", static_cast<void*>(y), cap, n), [=, this] {
     check("softcap", "y", y, floats(n));
     cpu_.softcap(y, cap, n);
+  });
+}
+
+void EmulatedGpu::clamp(float* y, float lo, float hi, int64_t n) {
+  issue(fmt::format("clamp {} {} {} {}", static_cast<void*>(y), lo, hi, n), [=, this] {
+    check("clamp", "y", y, floats(n));
+    cpu_.clamp(y, lo, hi, n);
   });
 }
 

@@ -66,6 +66,7 @@ class EmulatedGpu final : public kernels::Backend {
   void mul(float* y, const float* x, int64_t n) override;
   void scale(float* y, float s, int64_t n) override;
   void softcap(float* y, float cap, int64_t n) override;
+  void clamp(float* y, float lo, float hi, int64_t n) override;
   void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows,
                 int64_t stride) override;
   void gelu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows,

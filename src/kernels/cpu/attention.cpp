@@ -34,12 +34,13 @@ struct HeadTask {
   int first;       // offset of this head's KV head in a cache row, in values
   int d;           // head_dim
   int32_t q_pos;
+  int32_t until;  // the last position it may see (q_pos, or the end of its image)
   int window;
   float scale;
 
   bool visible(int c) const {
     const int32_t p = kv.cell_pos[c];
-    return p >= 0 && p <= q_pos && (window == 0 || p > q_pos - window);
+    return key_visible(p, q_pos, until, window);
   }
   const uint8_t* k_row(int c) const {
     return kv.k_blocks[c / kv.cells_per_block] +
@@ -294,9 +295,15 @@ void CpuBackend::attention(const AttentionBatch& b) {
     const int t = task / b.n_head, head = task % b.n_head;
     const KvSpan& kv = *b.kv[t];
     const int64_t offset = (static_cast<int64_t>(t) * b.n_head + head) * b.head_dim;
-    const HeadTask h{
-        kv,         b.q + offset, b.out + offset, head / (b.n_head / kv.n_head_kv) * kv.head_dim,
-        b.head_dim, b.pos[t],     b.window,       b.scale};
+    const HeadTask h{kv,
+                     b.q + offset,
+                     b.out + offset,
+                     head / (b.n_head / kv.n_head_kv) * kv.head_dim,
+                     b.head_dim,
+                     b.pos[t],
+                     b.attend_until ? b.attend_until[t] : b.pos[t],
+                     b.window,
+                     b.scale};
 #if HR_HAS_AVX2_PATH
     if (avx2()) {
       if (const avx2::AttendFn fn = avx2::pick(kv.k_type, kv.v_type, b.head_dim)) return fn(h);

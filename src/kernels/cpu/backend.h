@@ -45,6 +45,7 @@ class CpuBackend final : public Backend {
   void mul(float* y, const float* x, int64_t n) override;
   void scale(float* y, float s, int64_t n) override;
   void softcap(float* y, float cap, int64_t n) override;
+  void clamp(float* y, float lo, float hi, int64_t n) override;
   void silu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows,
                 int64_t stride) override;
   void gelu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows,

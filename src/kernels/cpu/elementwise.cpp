@@ -133,6 +133,12 @@ void CpuBackend::softcap(float* y, float cap, int64_t n) {
   });
 }
 
+void CpuBackend::clamp(float* y, float lo, float hi, int64_t n) {
+  for_ranges(n, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) y[i] = std::min(std::max(y[i], lo), hi);
+  });
+}
+
 void CpuBackend::copy(float* y, const float* x, int64_t n) {
   if (y == x) return;
   // Overlapping ranges keep memmove's meaning only when copied in one piece.

@@ -325,6 +325,9 @@ void CudaBackend::softcap(float* y, float cap, int64_t n) {
           "softcap");
   }
 }
+void CudaBackend::clamp(float* y, float lo, float hi, int64_t n) {
+  if (enter("clamp")) check(detail::launch_clamp(y, lo, hi, n, stream_), "clamp");
+}
 
 namespace {
 

@@ -42,6 +42,8 @@ enum class Elementwise { kAdd, kMul, kScale, kSoftcap };
 // y = y op x (add, mul) or y = op(y, s) (scale: y·s, softcap: s·tanh(y/s)).
 cudaError_t launch_elementwise(Elementwise op, float* y, const float* x, float s, int64_t n,
                                cudaStream_t stream);
+// y = min(max(y, lo), hi)
+cudaError_t launch_clamp(float* y, float lo, float hi, int64_t n, cudaStream_t stream);
 enum class Activation { kSilu, kGelu };
 cudaError_t launch_act_mul(Activation act, const float* gate, const float* up, float* out,
                            int64_t n, int64_t n_rows, int64_t stride, cudaStream_t stream);

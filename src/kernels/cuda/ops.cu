@@ -119,6 +119,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_kernel(AttentionBat
   const int group = b.n_head / kv.n_head_kv;
   const int first = (h / group) * kv.head_dim;  // this head's KV head within a cache row
   const int32_t q_pos = b.pos[t];
+  const int32_t until = b.attend_until ? b.attend_until[t] : q_pos;
   const int64_t offset = (static_cast<int64_t>(t) * b.n_head + h) * d;
   for (int i = threadIdx.x; i < d; i += blockDim.x) q_s[i] = b.q[offset + i];
   for (int i = lane; i < d; i += 32) acc[i] = 0.0f;
@@ -127,7 +128,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_kernel(AttentionBat
   float m = -INFINITY, l = 0.0f;
   for (int c = warp; c < kv.n_cells; c += kAttnWarps) {
     const int32_t p = kv.cell_pos[c];
-    if (p < 0 || p > q_pos || (b.window > 0 && p <= q_pos - b.window)) continue;  // warp-uniform
+    if (!key_visible(p, q_pos, until, b.window)) continue;  // warp-uniform
     const uint8_t* k_row = cell_row(kv.k_blocks, kv.cells_per_block, kv.k_row_bytes, c);
     float dot = 0.0f;
     for (int i = lane; i < d; i += 32)
@@ -256,6 +257,13 @@ __global__ void elementwise_kernel(Elementwise op, float* y, const float* __rest
         y[i] = __fmul_rn(s, tanhf(__fdiv_rn(y[i], s)));
         break;
     }
+  }
+}
+
+__global__ void clamp_kernel(float* y, float lo, float hi, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    y[i] = fminf(fmaxf(y[i], lo), hi);
   }
 }
 
@@ -449,6 +457,12 @@ cudaError_t launch_elementwise(Elementwise op, float* y, const float* x, float s
                                cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   elementwise_kernel<<<stride_blocks(n, 256), 256, 0, stream>>>(op, y, x, s, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_clamp(float* y, float lo, float hi, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  clamp_kernel<<<stride_blocks(n, 256), 256, 0, stream>>>(y, lo, hi, n);
   return cudaGetLastError();
 }
 

@@ -18,6 +18,15 @@ void moe_route(const float* logits, int n_tokens, int n_expert, int k, const flo
                float* weights);
 float gelu(float x);  // tanh approximation (spec §0.1)
 float silu(float x);
+// The audio encoder's ops (ops.h), and clamp.
+void clamp(float* y, float lo, float hi, int64_t n);
+void relu(float* y, int64_t n);
+void silu_inplace(float* y, int64_t n);
+void layer_norm(const float* x, const float* w, float* y, int64_t n, int64_t n_rows, float eps);
+void glu(const float* x, float* out, int64_t n, int64_t n_rows);
+void depthwise_conv1d(const float* x, const float* w, float* y, int64_t n_tokens, int64_t n_channels, int kernel);
+void im2col_3x3_s2(const Im2Col3x3S2& a);
+void local_attention(const LocalAttention& a);
 
 // The reference backend: every op above, single-threaded, host memory.
 class RefBackend final : public Backend {
@@ -37,6 +46,7 @@ class RefBackend final : public Backend {
   void mul(float* y, const float* x, int64_t n) override;
   void scale(float* y, float s, int64_t n) override;
   void softcap(float* y, float cap, int64_t n) override;
+  void clamp(float* y, float lo, float hi, int64_t n) override;
   void silu_mul(const float* g, const float* u, float* o, int64_t n, int64_t rows, int64_t stride) override {
     ref::silu_mul(g, u, o, n, rows, stride);
   }

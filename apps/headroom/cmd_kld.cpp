@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "commands.h"
-#include "engine/engine.h"
+#include "engine/scheduler.h"
 
 namespace cli {
 namespace {
@@ -95,12 +95,13 @@ void add_kld(CLI::App& app, int& exit_code) {
     auto load = [&](tensor::DType kt, tensor::DType vt) {
       return engine::Engine::load(
           {.model_path = path,
-           .n_ctx = o->ctx,
-           .n_ubatch = o->chunk,
-           .k_type = kt,
-           .v_type = vt,
-           .n_threads = o->kernels.threads,
-           .reference_kernels = o->kernels.reference(),
+           .request = {.n_ctx = o->ctx,
+                       .k_type = kt,
+                       .v_type = vt,
+                       .n_ubatch = o->chunk,
+                       .logits_all_positions = true,
+                       .n_threads = o->kernels.threads,
+                       .reference_kernels = o->kernels.reference()},
            .devices = {.probe = false, .gpu_backend = o->kernels.gpu_backend()}});
     };
     auto reference = load(*base, *base);
@@ -109,29 +110,24 @@ void add_kld(CLI::App& app, int& exit_code) {
     if (!tested) return fail(tested.error().message());
     const int n_vocab = (*reference)->spec().n_vocab;
 
-    // Windows of ctx tokens, each evaluated from position 0 in both engines, chunk by chunk.
+    // Windows of ctx tokens, each a request of its own from position 0 in both engines.
     std::vector<double> kl;
     int agree = 0;
-    std::vector<float> a, b;
     std::vector<double> la, lb;
     for (size_t start = 0; start + 1 < ids.size(); start += o->ctx) {
       const size_t end = std::min(ids.size(), start + o->ctx);
       std::span<const int32_t> window(ids.data() + start, end - start);
-      for (auto* e : {reference->get(), tested->get()}) e->cache().release(0);
-      for (size_t c = 0; c < window.size(); c += o->chunk) {
-        auto chunk = window.subspan(c, std::min<size_t>(o->chunk, window.size() - c));
-        auto sa = (*reference)->eval(0, chunk, static_cast<int>(c), true, false, a);
-        auto sb = (*tested)->eval(0, chunk, static_cast<int>(c), true, false, b);
-        if (!sa || !sb) return fail((sa ? sb.error() : sa.error()).message());
-        for (size_t t = 0; t < chunk.size(); ++t) {
-          log_softmax(a.data() + t * n_vocab, n_vocab, la);
-          log_softmax(b.data() + t * n_vocab, n_vocab, lb);
-          double d = 0;
-          for (int i = 0; i < n_vocab; ++i) d += std::exp(la[i]) * (la[i] - lb[i]);
-          kl.push_back(std::max(0.0, d));
-          agree += std::max_element(la.begin(), la.end()) - la.begin() ==
-                   std::max_element(lb.begin(), lb.end()) - lb.begin();
-        }
+      auto a = engine::prompt_logits(**reference, window);
+      auto b = engine::prompt_logits(**tested, window);
+      if (!a || !b) return fail((a ? b.error() : a.error()).message());
+      for (size_t t = 0; t < window.size(); ++t) {
+        log_softmax(a->data() + t * n_vocab, n_vocab, la);
+        log_softmax(b->data() + t * n_vocab, n_vocab, lb);
+        double d = 0;
+        for (int i = 0; i < n_vocab; ++i) d += std::exp(la[i]) * (la[i] - lb[i]);
+        kl.push_back(std::max(0.0, d));
+        agree += std::max_element(la.begin(), la.end()) - la.begin() ==
+                 std::max_element(lb.begin(), lb.end()) - lb.begin();
       }
     }
     if (kl.empty())

@@ -1,9 +1,10 @@
-// headroom logits: evaluates token ids and writes every position's logits as raw float32.
+// headroom logits: evaluates token ids through the scheduler and writes every position's logits as
+// raw float32.
 #include <cstdio>
 #include <sstream>
 
 #include "commands.h"
-#include "engine/engine.h"
+#include "engine/scheduler.h"
 
 namespace cli {
 namespace {
@@ -62,22 +63,23 @@ void add_logits(CLI::App& app, int& exit_code) {
     if (!kv_type)
       return fail("--kv-type: unknown type '" + opts->kv_type + "' — use f32, f16, q8_0 or q4_0",
                   kExitBadInput);
+    // --decode: micro-batches of one token, the path each generated token takes.
     engine::EngineOptions eo{
         .model_path = opts->model.empty() ? default_model_path() : opts->model,
-        .n_ctx = static_cast<int>(ids->size()),
-        .n_ubatch = opts->ubatch,
-        .k_type = *kv_type,
-        .v_type = *kv_type,
-        .n_threads = opts->kernels.threads,
-        .reference_kernels = opts->kernels.reference(),
+        .request = {.n_ctx = static_cast<int>(ids->size()),
+                    .k_type = *kv_type,
+                    .v_type = *kv_type,
+                    .n_ubatch = opts->decode ? 1 : opts->ubatch,
+                    .logits_all_positions = true,
+                    .n_threads = opts->kernels.threads,
+                    .reference_kernels = opts->kernels.reference()},
         .devices = {.probe = false, .gpu_backend = opts->kernels.gpu_backend()}};
     auto engine = engine::Engine::load(eo);
     if (!engine) return fail(engine.error().message(), kExitBadInput);
-    std::vector<float> logits;
-    auto status = (*engine)->eval(0, *ids, 0, /*all_logits=*/true, opts->decode, logits);
-    if (!status) return fail(status.error().message(), kExitBadInput);
+    auto logits = engine::prompt_logits(**engine, *ids);
+    if (!logits) return fail(logits.error().message(), kExitBadInput);
     FILE* f = std::fopen(opts->output.c_str(), "wb");
-    if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f) != logits.size()) {
+    if (!f || std::fwrite(logits->data(), sizeof(float), logits->size(), f) != logits->size()) {
       if (f) std::fclose(f);
       return fail("cannot write " + opts->output, kExitFailure);
     }

@@ -9,6 +9,7 @@
 #include "kernels/ops.h"
 #include "kv/cache.h"
 #include "kv/geometry.h"
+#include "model/placement.h"
 #include "model/spec.h"
 #include "model/weights.h"
 #include "util/aligned_buffer.h"
@@ -47,14 +48,12 @@ struct LoadOptions {
   int max_batch = 512;  // largest micro-batch the workspace is sized for
   // Null: weights stay in the host mapping, or go to the backend's memory when it has its own.
   TensorPlacer* placer = nullptr;
-  // Split runs (model/lanes.h): `host`, a backend computing in host memory, runs layers
-  // [0, n_host_layers), with ple_on_host the per-layer-embedding lookup and with experts_on_host
-  // the MoE experts, on weights in the file mapping; the device backend given to load_model runs
-  // the rest. Null: no split.
+  // Where each part runs (model/lanes.h): the parts `placement` puts on the host (device 0) while
+  // its main device is another (a split run) run on `host`, a backend computing in host memory,
+  // on weights in the file mapping; the backend given to load_model runs the rest. An empty
+  // placement (or no host backend) runs everything there.
   kernels::Backend* host = nullptr;
-  int n_host_layers = 0;
-  bool ple_on_host = false;
-  bool experts_on_host = false;
+  Placement placement;
 };
 
 // Binds weights and builds the architecture's forward pass on `backend`.

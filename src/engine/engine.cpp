@@ -45,15 +45,16 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   HR_ASSIGN_OR_RETURN(plan::Plan p,
                       plan::plan_with_fit({*file, spec, devices}, options.request, options.fit));
   if (!p.fits) return util::Error(p.refusal());
-  HR_ASSIGN_OR_RETURN(auto engine,
-                      create(std::move(file), std::move(spec), std::move(p), options.gpu_backend));
+  HR_ASSIGN_OR_RETURN(auto engine, create(std::move(file), std::move(spec), std::move(p),
+                                          options.gpu_backend, options.trace));
   engine->rss_before_load_ = rss_before;
   return engine;
 }
 
 util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File> file,
                                                      model::Spec spec, plan::Plan plan,
-                                                     const GpuBackendFactory& gpu_backend) {
+                                                     const GpuBackendFactory& gpu_backend,
+                                                     model::TraceHook trace) {
   std::unique_ptr<Engine> e(new Engine());
   e->rss_before_load_ = util::process_rss();
   e->file_ = std::move(file);
@@ -67,7 +68,8 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
     return std::make_unique<kernels::cpu::CpuBackend>(*e->pool_, e->n_ubatch(),
                                                       model::max_matmul_cols(e->spec_));
   };
-  model::LoadOptions load{.max_batch = e->n_ubatch(), .placement = placement};
+  model::LoadOptions load{
+      .max_batch = e->n_ubatch(), .placement = placement, .trace = std::move(trace)};
   if (placement.main_device != 0) {
     HR_TRY(check_gpu_plan(e->plan_, static_cast<bool>(gpu_backend)));
     const int index = e->plan_.compute_device().gpu_index;

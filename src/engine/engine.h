@@ -31,6 +31,7 @@ struct EngineOptions {
   // The backend of GPU `index` (null: this build's, engine/gpu.h). Tests supply an emulated one,
   // which also runs plans for an --assume-gpu what-if.
   GpuBackendFactory gpu_backend;
+  model::TraceHook trace;  // sees the forward passes' named intermediates (null: none)
 };
 
 // Plan vs. reality for one class of memory.
@@ -63,7 +64,8 @@ class Engine {
   static util::Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
   static util::Result<std::unique_ptr<Engine>> create(std::shared_ptr<gguf::File> file,
                                                       model::Spec spec, plan::Plan plan,
-                                                      const GpuBackendFactory& gpu_backend = {});
+                                                      const GpuBackendFactory& gpu_backend = {},
+                                                      model::TraceHook trace = {});
 
   const model::Spec& spec() const { return spec_; }
   const gguf::File& file() const { return *file_; }

@@ -40,6 +40,7 @@ class Lanes {
   util::Status init(const gguf::File& file, kernels::Backend& main, const Spec& spec,
                     const LoadOptions& options) {
     placement_ = options.placement;
+    trace_ = options.trace;
     const bool split = placement_.split();
     if (split && (options.host == nullptr || !options.host->host_memory())) {
       return util::errorf(
@@ -121,6 +122,18 @@ class Lanes {
     if (!s && error_.ok()) error_ = std::move(s);
   }
 
+  // Hands the intermediate `name` of layer il — rows [n_tokens][width] at x in `lane`'s memory —
+  // to the trace hook, read back first when the lane is a device's. Without a hook: nothing.
+  void trace(L& lane, const float* x, int n_tokens, int64_t width, std::string_view name,
+             int il = -1) {
+    if (!trace_) return;
+    trace_({.name = name,
+            .layer = il,
+            .n_tokens = n_tokens,
+            .width = width,
+            .data = lane.stage.read(x, static_cast<int>(n_tokens * width))});
+  }
+
   size_t workspace_bytes() const {
     size_t total = 0;
     for (int i = 0; i < n_lanes_; ++i) total += lanes_[i].buffer.size();
@@ -136,6 +149,7 @@ class Lanes {
   std::array<L, 2> lanes_;  // [0]: main, [1]: host (split runs)
   int n_lanes_ = 1;
   Placement placement_;
+  TraceHook trace_;
   util::Status error_;
 };
 

@@ -1,8 +1,10 @@
 // model::Model — a loaded architecture: bound weights plus its forward pass over a batch.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "gguf/file.h"
@@ -26,6 +28,21 @@ struct Batch {
   std::span<const uint8_t> output;  // [T] 1 where logits are wanted; empty = last token only
   int size() const { return static_cast<int>(tokens.size()); }
 };
+
+// A named intermediate of a forward pass, with llama.cpp's names (attn_norm, Qcur, Kcur, Vcur,
+// attn_out, ffn_inp, ffn_out, l_out, result_norm) so dumps line up with a reference: rows
+// [n_tokens][width] of the pass's tokens, in host memory, valid during the call; layer -1 for
+// the whole model's.
+struct TracedTensor {
+  std::string_view name;
+  int layer = -1;
+  int n_tokens = 0;
+  int64_t width = 0;
+  const float* data = nullptr;
+};
+// Sees every traced tensor of every pass (LoadOptions::trace). Tracing reads device tensors back,
+// so it is for finding where two computations diverge, not for speed.
+using TraceHook = std::function<void(const TracedTensor&)>;
 
 // Per-layer cache geometry of a model, in the form the KV cache and the planner read.
 std::vector<kv::LayerGeometry> kv_layers(const Spec& spec);
@@ -54,6 +71,7 @@ struct LoadOptions {
   // placement (or no host backend) runs everything there.
   kernels::Backend* host = nullptr;
   Placement placement;
+  TraceHook trace;  // null: no tracing, and a traced step costs one test of this
 };
 
 // Binds weights and builds the architecture's forward pass on `backend`.

@@ -45,6 +45,36 @@ void log_softmax(const float* logits, int n, std::vector<double>& out) {
   for (int i = 0; i < n; ++i) out[i] = logits[i] - log_sum;
 }
 
+struct Divergence {
+  std::vector<double> kl;  // per position
+  int agree = 0;           // positions where both pick the same top token
+};
+
+// KL(reference ‖ tested) at every position of `ids`, cut into windows of `window` tokens, each a
+// request of its own from position 0 in both engines.
+util::Result<Divergence> compare_windows(engine::Engine& reference, engine::Engine& tested,
+                                         const std::vector<int32_t>& ids, int window) {
+  const int n_vocab = reference.spec().n_vocab;
+  Divergence out;
+  std::vector<double> la, lb;
+  for (size_t start = 0; start + 1 < ids.size(); start += window) {
+    const size_t end = std::min(ids.size(), start + window);
+    std::span<const int32_t> tokens(ids.data() + start, end - start);
+    HR_ASSIGN_OR_RETURN(auto a, engine::prompt_logits(reference, tokens));
+    HR_ASSIGN_OR_RETURN(auto b, engine::prompt_logits(tested, tokens));
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      log_softmax(a.data() + t * n_vocab, n_vocab, la);
+      log_softmax(b.data() + t * n_vocab, n_vocab, lb);
+      double d = 0;
+      for (int i = 0; i < n_vocab; ++i) d += std::exp(la[i]) * (la[i] - lb[i]);
+      out.kl.push_back(std::max(0.0, d));
+      out.agree += std::max_element(la.begin(), la.end()) - la.begin() ==
+                   std::max_element(lb.begin(), lb.end()) - lb.begin();
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 void add_kld(CLI::App& app, int& exit_code) {
@@ -108,28 +138,11 @@ void add_kld(CLI::App& app, int& exit_code) {
     if (!reference) return fail(reference.error().message());
     auto tested = load(*k, *v);
     if (!tested) return fail(tested.error().message());
-    const int n_vocab = (*reference)->spec().n_vocab;
 
-    // Windows of ctx tokens, each a request of its own from position 0 in both engines.
-    std::vector<double> kl;
-    int agree = 0;
-    std::vector<double> la, lb;
-    for (size_t start = 0; start + 1 < ids.size(); start += o->ctx) {
-      const size_t end = std::min(ids.size(), start + o->ctx);
-      std::span<const int32_t> window(ids.data() + start, end - start);
-      auto a = engine::prompt_logits(**reference, window);
-      auto b = engine::prompt_logits(**tested, window);
-      if (!a || !b) return fail((a ? b.error() : a.error()).message());
-      for (size_t t = 0; t < window.size(); ++t) {
-        log_softmax(a->data() + t * n_vocab, n_vocab, la);
-        log_softmax(b->data() + t * n_vocab, n_vocab, lb);
-        double d = 0;
-        for (int i = 0; i < n_vocab; ++i) d += std::exp(la[i]) * (la[i] - lb[i]);
-        kl.push_back(std::max(0.0, d));
-        agree += std::max_element(la.begin(), la.end()) - la.begin() ==
-                 std::max_element(lb.begin(), lb.end()) - lb.begin();
-      }
-    }
+    auto divergence = compare_windows(**reference, **tested, ids, o->ctx);
+    if (!divergence) return fail(divergence.error().message());
+    const std::vector<double>& kl = divergence->kl;
+    const int agree = divergence->agree;
     if (kl.empty())
       return fail("kld: the text has fewer than 2 tokens; give a longer text with -f");
     std::vector<double> sorted = kl;

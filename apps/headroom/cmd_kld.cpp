@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "commands.h"
-#include "engine/engine.h"
+#include "engine/scheduler.h"
 
 namespace cli {
 namespace {
@@ -43,6 +43,36 @@ void log_softmax(const float* logits, int n, std::vector<double>& out) {
   for (int i = 0; i < n; ++i) sum += std::exp(logits[i] - m);
   const double log_sum = std::log(sum) + m;
   for (int i = 0; i < n; ++i) out[i] = logits[i] - log_sum;
+}
+
+struct Divergence {
+  std::vector<double> kl;  // per position
+  int agree = 0;           // positions where both pick the same top token
+};
+
+// KL(reference ‖ tested) at every position of `ids`, cut into windows of `window` tokens, each a
+// request of its own from position 0 in both engines.
+util::Result<Divergence> compare_windows(engine::Engine& reference, engine::Engine& tested,
+                                         const std::vector<int32_t>& ids, int window) {
+  const int n_vocab = reference.spec().n_vocab;
+  Divergence out;
+  std::vector<double> la, lb;
+  for (size_t start = 0; start + 1 < ids.size(); start += window) {
+    const size_t end = std::min(ids.size(), start + window);
+    std::span<const int32_t> tokens(ids.data() + start, end - start);
+    HR_ASSIGN_OR_RETURN(auto a, engine::prompt_logits(reference, tokens));
+    HR_ASSIGN_OR_RETURN(auto b, engine::prompt_logits(tested, tokens));
+    for (size_t t = 0; t < tokens.size(); ++t) {
+      log_softmax(a.data() + t * n_vocab, n_vocab, la);
+      log_softmax(b.data() + t * n_vocab, n_vocab, lb);
+      double d = 0;
+      for (int i = 0; i < n_vocab; ++i) d += std::exp(la[i]) * (la[i] - lb[i]);
+      out.kl.push_back(std::max(0.0, d));
+      out.agree += std::max_element(la.begin(), la.end()) - la.begin() ==
+                   std::max_element(lb.begin(), lb.end()) - lb.begin();
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -95,45 +125,24 @@ void add_kld(CLI::App& app, int& exit_code) {
     auto load = [&](tensor::DType kt, tensor::DType vt) {
       return engine::Engine::load(
           {.model_path = path,
-           .n_ctx = o->ctx,
-           .n_ubatch = o->chunk,
-           .k_type = kt,
-           .v_type = vt,
-           .n_threads = o->kernels.threads,
-           .reference_kernels = o->kernels.reference(),
+           .request = {.n_ctx = o->ctx,
+                       .k_type = kt,
+                       .v_type = vt,
+                       .n_ubatch = o->chunk,
+                       .logits_all_positions = true,
+                       .n_threads = o->kernels.threads,
+                       .reference_kernels = o->kernels.reference()},
            .devices = {.probe = false, .gpu_backend = o->kernels.gpu_backend()}});
     };
     auto reference = load(*base, *base);
     if (!reference) return fail(reference.error().message());
     auto tested = load(*k, *v);
     if (!tested) return fail(tested.error().message());
-    const int n_vocab = (*reference)->spec().n_vocab;
 
-    // Windows of ctx tokens, each evaluated from position 0 in both engines, chunk by chunk.
-    std::vector<double> kl;
-    int agree = 0;
-    std::vector<float> a, b;
-    std::vector<double> la, lb;
-    for (size_t start = 0; start + 1 < ids.size(); start += o->ctx) {
-      const size_t end = std::min(ids.size(), start + o->ctx);
-      std::span<const int32_t> window(ids.data() + start, end - start);
-      for (auto* e : {reference->get(), tested->get()}) e->cache().release(0);
-      for (size_t c = 0; c < window.size(); c += o->chunk) {
-        auto chunk = window.subspan(c, std::min<size_t>(o->chunk, window.size() - c));
-        auto sa = (*reference)->eval(0, chunk, static_cast<int>(c), true, false, a);
-        auto sb = (*tested)->eval(0, chunk, static_cast<int>(c), true, false, b);
-        if (!sa || !sb) return fail((sa ? sb.error() : sa.error()).message());
-        for (size_t t = 0; t < chunk.size(); ++t) {
-          log_softmax(a.data() + t * n_vocab, n_vocab, la);
-          log_softmax(b.data() + t * n_vocab, n_vocab, lb);
-          double d = 0;
-          for (int i = 0; i < n_vocab; ++i) d += std::exp(la[i]) * (la[i] - lb[i]);
-          kl.push_back(std::max(0.0, d));
-          agree += std::max_element(la.begin(), la.end()) - la.begin() ==
-                   std::max_element(lb.begin(), lb.end()) - lb.begin();
-        }
-      }
-    }
+    auto divergence = compare_windows(**reference, **tested, ids, o->ctx);
+    if (!divergence) return fail(divergence.error().message());
+    const std::vector<double>& kl = divergence->kl;
+    const int agree = divergence->agree;
     if (kl.empty())
       return fail("kld: the text has fewer than 2 tokens; give a longer text with -f");
     std::vector<double> sorted = kl;

@@ -1,9 +1,14 @@
-// headroom logits: evaluates token ids and writes every position's logits as raw float32.
+// headroom logits: evaluates token ids through the scheduler and writes every position's logits as
+// raw float32.
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "commands.h"
-#include "engine/engine.h"
+#include "engine/scheduler.h"
 
 namespace cli {
 namespace {
@@ -28,6 +33,50 @@ util::Result<std::vector<int32_t>> parse_ids(const std::string& text) {
   return ids;
 }
 
+// The forward passes' named intermediates, gathered over every micro-batch: one file per tensor
+// and layer (NAME.LAYER.f32, rows [n_tokens][width]; NAME.f32 for the model's own) and an index.
+class TraceDump {
+ public:
+  void add(const model::TracedTensor& t) {
+    const std::string key =
+        t.layer >= 0 ? fmt::format("{}.{}", t.name, t.layer) : std::string(t.name);
+    auto [it, fresh] = tensors_.try_emplace(key);
+    if (fresh) order_.push_back(key);
+    Tensor& out = it->second;
+    out.width = t.width;
+    out.values.insert(out.values.end(), t.data, t.data + t.n_tokens * t.width);
+  }
+  util::Status write(const std::string& dir) const {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    nlohmann::json index = nlohmann::json::array();
+    for (const auto& key : order_) {
+      const Tensor& t = tensors_.at(key);
+      const std::string file = key + ".f32";
+      std::ofstream out(std::filesystem::path(dir) / file, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(t.values.data()),
+                static_cast<std::streamsize>(t.values.size() * sizeof(float)));
+      if (!out) return util::errorf("--trace: cannot write {}/{}", dir, file);
+      index.push_back({{"tensor", key},
+                       {"file", file},
+                       {"rows", t.values.size() / t.width},
+                       {"width", t.width}});
+    }
+    std::ofstream out(std::filesystem::path(dir) / "trace.json");
+    out << index.dump(1) << "\n";
+    if (!out) return util::errorf("--trace: cannot write {}/trace.json", dir);
+    return {};
+  }
+
+ private:
+  struct Tensor {
+    int64_t width = 0;
+    std::vector<float> values;
+  };
+  std::map<std::string, Tensor> tensors_;
+  std::vector<std::string> order_;  // as first seen: the order of the forward pass
+};
+
 }  // namespace
 
 void add_logits(CLI::App& app, int& exit_code) {
@@ -36,6 +85,7 @@ void add_logits(CLI::App& app, int& exit_code) {
     int ubatch = 512;
     bool decode = false;
     std::string kv_type = "f32";
+    std::string trace_dir;
     KernelFlags kernels;
   };
   auto opts = std::make_shared<Options>();
@@ -50,6 +100,9 @@ void add_logits(CLI::App& app, int& exit_code) {
   cmd->add_option("--kv-type", opts->kv_type, "KV cache type for K and V: f32, f16, q8_0, q4_0")
       ->capture_default_str();
   cmd->add_option("-o,--output", opts->output, "Output file (little-endian float32)")->required();
+  cmd->add_option("--trace", opts->trace_dir,
+                  "Also dump every named intermediate (attn_norm, Qcur, l_out, … per layer, as "
+                  "llama.cpp names them) into this directory: NAME.LAYER.f32 and trace.json");
   add_kernel_flags(cmd, opts->kernels);
   cmd->callback([opts, &exit_code] {
     auto fail = [&](const std::string& message, int code) {
@@ -62,28 +115,39 @@ void add_logits(CLI::App& app, int& exit_code) {
     if (!kv_type)
       return fail("--kv-type: unknown type '" + opts->kv_type + "' — use f32, f16, q8_0 or q4_0",
                   kExitBadInput);
+    // --decode: micro-batches of one token, the path each generated token takes.
     engine::EngineOptions eo{
         .model_path = opts->model.empty() ? default_model_path() : opts->model,
-        .n_ctx = static_cast<int>(ids->size()),
-        .n_ubatch = opts->ubatch,
-        .k_type = *kv_type,
-        .v_type = *kv_type,
-        .n_threads = opts->kernels.threads,
-        .reference_kernels = opts->kernels.reference(),
+        .request = {.n_ctx = static_cast<int>(ids->size()),
+                    .k_type = *kv_type,
+                    .v_type = *kv_type,
+                    .n_ubatch = opts->decode ? 1 : opts->ubatch,
+                    .logits_all_positions = true,
+                    .n_threads = opts->kernels.threads,
+                    .reference_kernels = opts->kernels.reference()},
         .devices = {.probe = false, .gpu_backend = opts->kernels.gpu_backend()}};
+    auto dump = std::make_shared<TraceDump>();
+    if (!opts->trace_dir.empty()) {
+      eo.trace = [dump](const model::TracedTensor& t) { dump->add(t); };
+    }
     auto engine = engine::Engine::load(eo);
     if (!engine) return fail(engine.error().message(), kExitBadInput);
-    std::vector<float> logits;
-    auto status = (*engine)->eval(0, *ids, 0, /*all_logits=*/true, opts->decode, logits);
-    if (!status) return fail(status.error().message(), kExitBadInput);
+    auto logits = engine::prompt_logits(**engine, *ids);
+    if (!logits) return fail(logits.error().message(), kExitBadInput);
     FILE* f = std::fopen(opts->output.c_str(), "wb");
-    if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f) != logits.size()) {
+    if (!f || std::fwrite(logits->data(), sizeof(float), logits->size(), f) != logits->size()) {
       if (f) std::fclose(f);
       return fail("cannot write " + opts->output, kExitFailure);
     }
     std::fclose(f);
     std::fprintf(stderr, "wrote %zu x %d logits to %s\n", ids->size(), (*engine)->spec().n_vocab,
                  opts->output.c_str());
+    if (!opts->trace_dir.empty()) {
+      if (auto written = dump->write(opts->trace_dir); !written)
+        return fail(written.error().message(), kExitFailure);
+      std::fprintf(stderr, "wrote the traced intermediates to %s (index: trace.json)\n",
+                   opts->trace_dir.c_str());
+    }
     exit_code = kExitOk;
   });
 }

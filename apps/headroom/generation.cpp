@@ -4,8 +4,8 @@
 #include <csignal>
 #include <cstdio>
 #include <fstream>
-#include <sstream>
 #include <random>
+#include <sstream>
 
 #include "chat/template.h"
 #include "kernels/cpu/dot.h"
@@ -123,14 +123,17 @@ util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
   return g;
 }
 
-util::Result<std::string> choose_chat_template(const std::string& override_value, const gguf::File& file,
-                                               const model::Spec& spec, std::string_view fallback) {
+util::Result<std::string> choose_chat_template(const std::string& override_value,
+                                               const gguf::File& file, const model::Spec& spec,
+                                               std::string_view fallback) {
   if (!override_value.empty()) {
     if (auto builtin = chat::builtin_template(override_value)) return std::string(*builtin);
     std::ifstream in(override_value, std::ios::binary);
     if (!in) {
-      return util::errorf("--chat-template '{}' is neither a built-in name (gemma4, chatml, llama3) nor a readable "
-                          "file", override_value);
+      return util::errorf(
+          "--chat-template '{}' is neither a built-in name (gemma4, chatml, llama3) nor a readable "
+          "file",
+          override_value);
     }
     std::stringstream ss;
     ss << in.rdbuf();
@@ -140,12 +143,14 @@ util::Result<std::string> choose_chat_template(const std::string& override_value
   if (stored) return std::string(*stored);
   if (spec.arch == model::Arch::kGemma4) return std::string(*chat::builtin_template("gemma4"));
   if (!fallback.empty()) {
-    std::fprintf(stderr, "%s has no chat template: using the built-in %.*s (choose with --chat-template)\n",
+    std::fprintf(stderr,
+                 "%s has no chat template: using the built-in %.*s (choose with --chat-template)\n",
                  file.name().c_str(), static_cast<int>(fallback.size()), fallback.data());
     return std::string(*chat::builtin_template(fallback));
   }
-  return util::errorf("{} has no chat template — pass --chat-template chatml, llama3, gemma4 or a .jinja file",
-                      file.name());
+  return util::errorf(
+      "{} has no chat template — pass --chat-template chatml, llama3, gemma4 or a .jinja file",
+      file.name());
 }
 
 std::string kernels_description(const plan::Plan& p) {
@@ -164,8 +169,11 @@ std::string evidence_line(const Generation& g, const plan::Plan& plan) {
   const auto& s = g.stats;
   const double tps = s.generation_tokens_per_second();
   const double bytes = static_cast<double>(plan.prediction.bytes_per_token);
-  std::string line = fmt::format("prompt {} tok ({:.1f} tok/s) | generated {} tok", s.n_prompt,
-                                 s.prompt_tokens_per_second(), s.n_generated);
+  std::string line = fmt::format("prompt {} tok", s.n_prompt);
+  if (s.n_cached > 0) line += fmt::format(" ({} from the prefix cache)", s.n_cached);
+  line += fmt::format(" ({:.1f} tok/s) | generated {} tok", s.prompt_tokens_per_second(),
+                      s.n_generated);
+  if (s.n_preempted > 0) line += fmt::format(" (preempted {}×)", s.n_preempted);
   if (tps > 0) {
     line += fmt::format(", {:.1f} tok/s steady, {:.2f} ms/tok", tps, 1e3 / tps);
   }

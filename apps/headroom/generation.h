@@ -50,13 +50,15 @@ struct Generation {
 };
 
 // Generates from `prompt`, passing each piece of text to `on_text` as soon as it is whole UTF-8.
-util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt, const sample::SamplingParams& sampling,
-                                  int max_tokens, const std::function<void(const std::string&)>& on_text);
+util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
+                                  const sample::SamplingParams& sampling, int max_tokens,
+                                  const std::function<void(const std::string&)>& on_text);
 
 // The chat template: --chat-template NAME|FILE, else the one in the GGUF, else the built-in for the
 // architecture (Gemma 4), else `fallback` (a built-in name, said on stderr) if not empty.
-util::Result<std::string> choose_chat_template(const std::string& override_value, const gguf::File& file,
-                                               const model::Spec& spec, std::string_view fallback = {});
+util::Result<std::string> choose_chat_template(const std::string& override_value,
+                                               const gguf::File& file, const model::Spec& spec,
+                                               std::string_view fallback = {});
 
 // "prompt 5 tok (812.3 tok/s) | generated 128 tok, 95.1 tok/s steady, 10.5 ms/tok | first token 6.2
 // ms |

@@ -29,8 +29,15 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
       ->capture_default_str();
   cmd->add_option("--kv-type-v", f.kv_type_v, "KV cache type for V: f16, f32, q8_0, q4_0")
       ->capture_default_str();
-  cmd->add_option("--slots", f.slots, "Sequences held at once (parallel requests)")
+  cmd->add_option("--slots", f.slots,
+                  "Sequences running at once (parallel requests); a cap, not a memory reservation")
       ->capture_default_str();
+  cmd->add_option("--kv-budget", f.kv_budget,
+                  "Bytes of KV cache, e.g. 2G (default: what the device budget leaves after "
+                  "weights and activations, at most --slots full contexts); sequences take blocks "
+                  "as they grow and the youngest is preempted when it runs out");
+  cmd->add_flag("--no-prefix-cache", f.no_prefix_cache,
+                "Do not keep computed KV blocks for reuse by later requests with the same prefix");
   cmd->add_option("--ubatch", f.ubatch, "Micro-batch size in tokens (prefill chunk)")
       ->capture_default_str();
   cmd->add_option("--cpu-mem", f.cpu_mem,
@@ -144,7 +151,13 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   }
 
   plan::Request r;
-  r.n_ctx = f.ctx > 0 ? f.ctx : std::min(m.spec.n_ctx_train, 4096);
+  r.n_ctx = f.ctx;  // 0: the planner's default
+  if (!f.kv_budget.empty()) {
+    auto budget = util::parse_bytes(f.kv_budget);
+    if (!budget) return util::errorf("--kv-budget: {}", budget.error().message());
+    r.kv_budget = *budget;
+  }
+  r.prefix_cache = !f.no_prefix_cache;
   HR_ASSIGN_OR_RETURN(r.k_type, kv_type(f.kv_type_k, "--kv-type-k"));
   HR_ASSIGN_OR_RETURN(r.v_type, kv_type(f.kv_type_v, "--kv-type-v"));
   r.n_slots = f.slots;

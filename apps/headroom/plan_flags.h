@@ -20,6 +20,8 @@ struct PlanFlags {
   std::string kv_type_k = "f16", kv_type_v = "f16";
   int slots = 1;
   int ubatch = 512;
+  std::string kv_budget;  // e.g. 2G; empty: what the device budget leaves
+  bool no_prefix_cache = false;
   std::string gpu_mem, cpu_mem, assume_gpu;
   int cpu_layers = 0;
   bool ple_on_host = false, experts_on_host = false;

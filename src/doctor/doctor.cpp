@@ -11,7 +11,7 @@
 #include "doctor/system_probes.h"
 #include "engine/engine.h"
 #include "engine/gpu.h"
-#include "engine/scheduler.h"
+#include "engine/measure.h"
 #include "kernels/cpu/dot.h"
 #include "model/model.h"
 #include "plan/inventory.h"
@@ -55,26 +55,14 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Decode speed, tokens per second, of slot 0 after filling it to `depth` (median of 3 runs).
+// Decode speed, tokens per second, after `depth` tokens (median of 3 runs), through the scheduler.
 util::Result<double> decode_speed(engine::Engine& e, int depth, int n_gen, std::mt19937& rng) {
-  std::vector<float> logits;
-  auto random_ids = [&](int n) {
-    std::vector<int32_t> ids(n);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % e.spec().n_vocab);
-    return ids;
-  };
   std::vector<double> rates;
   for (int rep = 0; rep < 3; ++rep) {
-    e.cache().release(0);
-    if (depth > 0) HR_TRY(e.eval(0, random_ids(depth), 0, false, false, logits));
-    const auto ids = random_ids(n_gen);
-    const auto start = Clock::now();
-    for (int i = 0; i < n_gen; ++i) {
-      HR_TRY(e.eval(0, std::span(ids).subspan(i, 1), depth + i, false, false, logits));
-    }
-    rates.push_back(n_gen / since(start));
+    const auto prefix = engine::random_tokens(e, depth, rng);
+    HR_ASSIGN_OR_RETURN(auto t, engine::generation_throughput(e, prefix, n_gen, rng));
+    rates.push_back(t.tokens_per_second);
   }
-  e.cache().release(0);
   return median(rates);
 }
 
@@ -114,12 +102,8 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& cpu_plan, 
     if (w.used) weights.push_back(o.file->find_tensor(w.name)->data);
   }
   std::mt19937 rng(7);
-  {  // Warm-up, untimed: faults the weights in, so the samples below see the steady state.
-    std::vector<float> logits;
-    std::vector<int32_t> ids(std::min(32, e->n_ctx() - 1), 1);
-    HR_TRY(e->eval(0, ids, 0, false, false, logits));
-    e->cache().release(0);
-  }
+  // Warm-up, untimed: faults the weights in, so the samples below see the steady state.
+  HR_TRY(engine::prefill_only(*e, std::vector<int32_t>(std::min(32, e->n_ctx() - 1), 1)));
   const CpuSnapshot cpu_before = cpu_snapshot();
   Sampler sampler(weights, &gpu, std::chrono::milliseconds(50));
 

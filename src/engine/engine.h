@@ -1,10 +1,10 @@
-// engine::Engine — a model loaded exactly as its Plan says, with its KV cache and backend, ready
-// to evaluate tokens; it can prove its allocations against the plan (verify()).
+// engine::Engine — a model loaded exactly as its Plan says, with its KV cache and backends; the
+// Scheduler (engine/scheduler.h) evaluates tokens on it. It can prove its allocations against the
+// plan (verify()).
 #pragma once
 
 #include <functional>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
@@ -22,23 +22,16 @@ namespace engine {
 // Makes the backend of GPU `index`.
 using GpuBackendFactory = std::function<util::Result<std::unique_ptr<kernels::Backend>>(int index)>;
 
+// What loading a model needs besides the request the planner answers.
 struct EngineOptions {
   std::string model_path;
-  int n_ctx = 0;       // 0: the model's training context, capped at 4096
-  int n_ubatch = 512;  // micro-batch size for prefill
-  int n_slots = 1;     // sequences held at once
-  tensor::DType k_type = tensor::DType::kF16;
-  tensor::DType v_type = tensor::DType::kF16;
-  bool fit = false;                // apply the fastest alternative when the request does not fit
-  int n_threads = 0;               // CPU threads (0 = physical cores)
-  bool reference_kernels = false;  // run the scalar reference backend (a baseline for benchmarks)
-  int cpu_layers = 0;              // with a GPU: the first N layers run on the CPU
-  bool ple_on_host = false;        // with a GPU: the per-layer-embedding table stays on the host
-  bool experts_on_host = false;    // with a GPU: MoE routers and experts run on the CPU
+  plan::Request request;
+  bool fit = false;  // apply the fastest alternative when the request does not fit
   plan::DeviceOptions devices{.probe = false};
   // The backend of GPU `index` (null: this build's, engine/gpu.h). Tests supply an emulated one,
   // which also runs plans for an --assume-gpu what-if.
   GpuBackendFactory gpu_backend;
+  model::TraceHook trace;  // sees the forward passes' named intermediates (null: none)
 };
 
 // Plan vs. reality for one class of memory.
@@ -71,7 +64,8 @@ class Engine {
   static util::Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
   static util::Result<std::unique_ptr<Engine>> create(std::shared_ptr<gguf::File> file,
                                                       model::Spec spec, plan::Plan plan,
-                                                      const GpuBackendFactory& gpu_backend = {});
+                                                      const GpuBackendFactory& gpu_backend = {},
+                                                      model::TraceHook trace = {});
 
   const model::Spec& spec() const { return spec_; }
   const gguf::File& file() const { return *file_; }
@@ -83,12 +77,6 @@ class Engine {
   int n_slots() const { return cache_.config().n_slots; }
   // The CPU thread count.
   int n_threads() const { return pool_->size(); }
-
-  // Evaluates `ids` for `slot` at positions n_past.. in micro-batches (or one token at a time
-  // when `one_by_one`). Writes the last position's logits to `logits` [n_vocab], or every
-  // position's ([ids.size()][n_vocab]) when `all_logits`.
-  util::Status eval(int slot, std::span<const int32_t> ids, int n_past, bool all_logits,
-                    bool one_by_one, std::vector<float>& logits);
 
   // Compares what the allocators hold, and which of it is resident, with the plan, per class.
   Verification verify() const;

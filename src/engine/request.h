@@ -21,17 +21,21 @@ using Clock = std::chrono::steady_clock;
 // Timings of one request, for the CLI's evidence line, /metrics and load reports.
 struct RequestStats {
   int n_prompt = 0;
+  int n_cached = 0;  // prompt tokens whose KV came from the prefix cache instead of a prefill
   int n_generated = 0;
+  int n_preempted = 0;  // times the request gave its KV blocks back and was resumed later
   Clock::time_point submitted, admitted, first_token, finished;
   double queue_seconds() const;
-  double ttft_seconds() const;                  // submitted → first token
-  double prompt_tokens_per_second() const;      // prompt tokens / (admitted → first token)
+  double ttft_seconds() const;              // submitted → first token
+  double prompt_tokens_per_second() const;  // prompt tokens prefilled / (admitted → first token)
   double generation_tokens_per_second() const;  // tokens after the first / (first → finished)
 };
 
 struct Request {
   std::vector<int32_t> prompt;
-  int max_tokens = -1;  // -1: until an end token or the context is full
+  // Tokens to generate: -1 until an end token or the context is full; 0 evaluates the prompt only
+  // (its K/V stay in the prefix cache; prompt_logits sees its logits).
+  int max_tokens = -1;
   sample::SamplingParams sampling;
   std::vector<int32_t> end_ids;  // generation stops after sampling one of these
   // Edits the logits before sampling (grammar constraints); null for none.
@@ -43,6 +47,12 @@ struct Request {
   // distribution (sample/logprobs.h) and the n_top_logprobs most likely alternatives.
   std::function<void(const sample::TokenLogprobs& logprobs)> on_logprobs;
   int n_top_logprobs = 0;
+  // Start from the longest prefix of the prompt whose K/V the prefix cache holds.
+  bool reuse_prefix = true;
+  // When set, called with the logits after each prompt position the request evaluates, in order
+  // (row `pos` predicts token pos + 1): every position, unless the prefix cache served the first
+  // stats.n_cached. The engine must be planned with plan::Request::logits_all_positions.
+  std::function<void(int pos, std::span<const float> logits)> prompt_logits;
   // Called exactly once when the request ends, whatever the reason.
   std::function<void(FinishReason reason, const RequestStats& stats, const std::string& error)>
       on_done;

@@ -1,4 +1,5 @@
-// Continuous batching: admission by KV room, chunked prefill beside decode, sampling, finishing.
+// Continuous batching: admission by KV room with prefix reuse, chunked prefill beside decode,
+// growth with preemption, sampling, finishing.
 #include "engine/scheduler.h"
 
 #include <algorithm>
@@ -8,26 +9,37 @@ namespace engine {
 
 std::string_view finish_reason_name(FinishReason reason) {
   switch (reason) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kCancelled: return "cancelled";
-    case FinishReason::kError: return "error";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kCancelled:
+      return "cancelled";
+    case FinishReason::kError:
+      return "error";
   }
   return "?";
 }
 
 namespace {
 double seconds(Clock::time_point a, Clock::time_point b) {
-  return a == Clock::time_point{} || b == Clock::time_point{} ? 0.0 : std::chrono::duration<double>(b - a).count();
+  return a == Clock::time_point{} || b == Clock::time_point{}
+             ? 0.0
+             : std::chrono::duration<double>(b - a).count();
 }
 }  // namespace
 
-double RequestStats::queue_seconds() const { return seconds(submitted, admitted); }
-double RequestStats::ttft_seconds() const { return seconds(submitted, first_token); }
+double RequestStats::queue_seconds() const {
+  return seconds(submitted, admitted);
+}
+double RequestStats::ttft_seconds() const {
+  return seconds(submitted, first_token);
+}
 double RequestStats::prompt_tokens_per_second() const {
   const double s = seconds(admitted, first_token);
-  return s > 0 ? n_prompt / s : 0.0;
+  return s > 0 ? (n_prompt - n_cached) / s : 0.0;
 }
 double RequestStats::generation_tokens_per_second() const {
   const double s = seconds(first_token, finished);
@@ -35,13 +47,16 @@ double RequestStats::generation_tokens_per_second() const {
 }
 
 struct Scheduler::Sequence {
-  int id = 0;
+  int id = 0;  // arrival order: the highest running id is the youngest, preempted first
   int slot = -1;
   Request request;
   std::vector<int32_t> tokens;  // prompt, then generated tokens
   int n_computed = 0;           // tokens whose K/V are in the cache
   int n_generated = 0;
+  int n_scheduled = 0;  // tokens this step evaluates
+  int n_reported = 0;   // prompt positions whose logits prompt_logits has seen (once each)
   bool cancelled = false;
+  bool preempted = false;  // gave its slot back this step; waits to resume
   sample::Sampler sampler;
   std::optional<sample::LogprobRecorder> logprobs;  // when the request asks for them
   RequestStats stats;
@@ -54,18 +69,21 @@ struct Scheduler::Sequence {
   }
   // Tokens still to evaluate before the next sample: the rest of the prompt, or the last pick.
   int pending() const { return static_cast<int>(tokens.size()) - n_computed; }
+  bool all_logits() const { return static_cast<bool>(request.prompt_logits); }
 };
 
-Scheduler::Scheduler(Engine& engine, SchedulerOptions options) : engine_(engine), options_(options) {
-  for (int s = engine_.cache().config().n_slots - 1; s >= 0; --s) free_slots_.push_back(s);
+Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
+    : engine_(engine), options_(options) {
+  for (int s = engine_.n_slots() - 1; s >= 0; --s) free_slots_.push_back(s);
   const int n = engine_.n_ubatch();
   batch_tokens_.resize(n);
   batch_pos_.resize(n);
   batch_slot_.resize(n);
   batch_output_.resize(n);
   batch_owner_.resize(n);
-  // One logits row per sequence sampled in a step, exactly as the plan counts them.
-  logits_.resize(static_cast<size_t>(std::min(n, engine_.n_slots())) * engine_.spec().n_vocab);
+  // The logits rows one step computes, exactly as the plan counts them.
+  logits_.resize(static_cast<size_t>(plan::logit_rows(engine_.plan().request)) *
+                 engine_.spec().n_vocab);
 }
 
 Scheduler::~Scheduler() {
@@ -79,17 +97,28 @@ SubmitResult Scheduler::submit(Request request) {
   if (n_prompt == 0) return {-1, Refusal::kInvalid, "the prompt is empty"};
   for (int32_t id : request.prompt) {
     if (id < 0 || id >= engine_.spec().n_vocab) {
-      return {-1, Refusal::kInvalid, fmt::format("token id {} is outside the vocabulary", id)};
+      return {-1, Refusal::kInvalid,
+              fmt::format("token id {} is outside the vocabulary (0..{})", id,
+                          engine_.spec().n_vocab - 1)};
     }
   }
-  // Never a silent truncation: a prompt that does not fit is refused with both counts.
+  // Never a silent truncation: a prompt that does not fit is refused with both counts. The plan
+  // guarantees the KV pool holds at least one whole context, so anything shorter fits, if need
+  // be alone.
   if (n_prompt > n_ctx) {
     return {-1, Refusal::kContextExceeded,
-            fmt::format("the prompt has {} tokens but the context holds {} — shorten the prompt or raise --ctx",
+            fmt::format("the prompt has {} tokens but the context holds {} — shorten the prompt or "
+                        "raise --ctx",
                         n_prompt, n_ctx)};
   }
+  if (request.prompt_logits && !engine_.plan().request.logits_all_positions) {
+    return {-1, Refusal::kInvalid,
+            "logits of every prompt position need an engine planned for them "
+            "(plan::Request::logits_all_positions)"};
+  }
   if (static_cast<int>(waiting_.size()) >= options_.max_queue) {
-    return {-1, Refusal::kQueueFull, fmt::format("{} requests are already waiting — retry later", waiting_.size())};
+    return {-1, Refusal::kQueueFull,
+            fmt::format("{} requests are already waiting — retry later", waiting_.size())};
   }
   const int id = next_id_++;
   waiting_.push_back(std::make_unique<Sequence>(id, std::move(request)));
@@ -111,7 +140,8 @@ void Scheduler::cancel(int id) {
 }
 
 int Scheduler::n_running() const {
-  return static_cast<int>(std::ranges::count_if(running_, [](const auto& s) { return s->slot >= 0; }));
+  return static_cast<int>(
+      std::ranges::count_if(running_, [](const auto& s) { return s->slot >= 0; }));
 }
 
 void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& error) {
@@ -126,8 +156,36 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
   seq.request.on_done = nullptr;
 }
 
-// A request is admitted when a slot is free and the cache has the blocks it may need. Requests
-// wait in arrival order.
+// Takes `slot` for `seq` if the pool can hold the rest of its tokens, starting from the longest
+// prefix the cache holds, while leaving a block for each running sequence to grow into: a
+// newcomer never takes what running ones are about to need.
+bool Scheduler::admit_one(Sequence& seq, int slot) {
+  kv::Cache& cache = engine_.cache();
+  const bool resuming = seq.stats.admitted != Clock::time_point{};
+  std::span<const int32_t> known = seq.tokens;
+  // A resumed request whose prompt logits are wanted recomputes what it has not reported yet.
+  if (resuming && seq.all_logits())
+    known = known.first(std::min(known.size(), size_t(seq.n_reported) + 1));
+  const int reused = seq.request.reuse_prefix ? cache.reuse_prefix(slot, known) : 0;
+  const int n = static_cast<int>(seq.tokens.size());
+  if (!cache.can_reserve(slot, n, static_cast<int>(running_.size()))) {
+    cache.release(slot);
+    return false;
+  }
+  seq.slot = slot;
+  seq.n_computed = reused;
+  if (!resuming) {
+    seq.stats.admitted = Clock::now();
+    seq.stats.n_cached = reused;
+    seq.n_reported = reused;  // the cache served those positions: no logits for them
+    counters_.prompt_tokens += n;
+    counters_.cached_tokens += reused;
+  }
+  return true;
+}
+
+// Requests are admitted in arrival order (preempted ones first) while a slot is free and the
+// pool has room for them.
 void Scheduler::admit() {
   while (!waiting_.empty()) {
     Sequence& seq = *waiting_.front();
@@ -136,19 +194,131 @@ void Scheduler::admit() {
       waiting_.pop_front();
       continue;
     }
-    if (free_slots_.empty()) return;
-    const int slot = free_slots_.back();
-    // Admission by memory: the KV room the request can grow to is reserved up front, so a
-    // running request never runs out of cache mid-generation.
-    const int n_ctx = engine_.n_ctx();
-    const int n_prompt = static_cast<int>(seq.tokens.size());
-    const int want = seq.request.max_tokens < 0 ? n_ctx : std::min(n_ctx, n_prompt + seq.request.max_tokens);
-    if (!engine_.cache().reserve(slot, want)) return;
+    if (free_slots_.empty() || !admit_one(seq, free_slots_.back())) return;
     free_slots_.pop_back();
-    seq.slot = slot;
-    seq.stats.admitted = Clock::now();
+    seq.preempted = false;
     running_.push_back(std::move(waiting_.front()));
     waiting_.pop_front();
+  }
+}
+
+// Token budget = one micro-batch. Decoding sequences (one pending token) go first so running
+// streams keep flowing; prefills take what is left, in chunks. (A sequence may evaluate several
+// tokens in a step: n_scheduled is a count, not a mode.)
+void Scheduler::choose_tokens(StepStats& stats) {
+  const int budget = engine_.n_ubatch();
+  int n = 0;
+  for (auto& s : running_) {
+    s->n_scheduled = 0;
+    if (s->pending() == 1 && n < budget) n += s->n_scheduled = 1;
+  }
+  for (auto& s : running_) {
+    if (s->pending() > 1 && n < budget) {
+      s->n_scheduled = std::min(s->pending(), budget - n);
+      n += s->n_scheduled;
+      stats.n_prefill_tokens += s->n_scheduled;
+    }
+  }
+}
+
+void Scheduler::preempt(Sequence& seq) {
+  engine_.cache().release(seq.slot);  // its complete blocks stay cached for the resumption
+  free_slots_.push_back(seq.slot);
+  seq.slot = -1;
+  seq.n_computed = 0;
+  seq.n_scheduled = 0;
+  seq.preempted = true;
+  ++seq.stats.n_preempted;
+  ++counters_.preemptions;
+}
+
+// Oldest first, each scheduled sequence gets the blocks for its tokens; when the pool is short,
+// the youngest sequence holding blocks gives them back — possibly the one asking, which then
+// waits. The oldest always fits: the pool holds at least one whole context.
+void Scheduler::make_room(StepStats& stats) {
+  std::vector<Sequence*> by_age;
+  for (auto& s : running_) by_age.push_back(s.get());
+  std::ranges::sort(by_age, {}, &Sequence::id);
+  for (Sequence* seq : by_age) {
+    if (seq->slot < 0 || seq->n_scheduled == 0) continue;
+    while (!engine_.cache().reserve(seq->slot, seq->n_computed + seq->n_scheduled)) {
+      auto youngest = std::ranges::find_if(by_age.rbegin(), by_age.rend(),
+                                           [](const Sequence* s) { return s->slot >= 0; });
+      Sequence& victim = **youngest;
+      preempt(victim);
+      ++stats.n_preempted;
+      if (&victim == seq) break;
+    }
+  }
+  // Preempted sequences wait at the front, oldest first, and resume before anything new.
+  std::vector<std::unique_ptr<Sequence>> back;
+  for (auto& s : running_) {
+    if (s->preempted) back.push_back(std::move(s));
+  }
+  std::erase(running_, nullptr);
+  std::ranges::sort(back, std::greater<>{}, &Sequence::id);
+  for (auto& s : back) waiting_.push_front(std::move(s));
+}
+
+int Scheduler::assemble_batch() {
+  int n = 0;
+  for (auto& s : running_) {
+    Sequence& seq = *s;
+    for (int i = 0; i < seq.n_scheduled; ++i) {
+      const int pos = seq.n_computed + i;
+      batch_tokens_[n] = seq.tokens[pos];
+      batch_pos_[n] = pos;
+      batch_slot_[n] = seq.slot;
+      const bool last = pos == static_cast<int>(seq.tokens.size()) - 1;
+      const bool out = last || (seq.all_logits() && pos < seq.stats.n_prompt);
+      batch_output_[n] = out;
+      batch_owner_[n] = out ? &seq : nullptr;
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Hands out each output row: prompt logits to whoever asked, then a sample for each sequence whose
+// last token was evaluated, in batch order.
+void Scheduler::sample(int n_batch) {
+  const int n_vocab = engine_.spec().n_vocab;
+  const int n_ctx = engine_.n_ctx();
+  int row = 0;
+  for (int i = 0; i < n_batch; ++i) {
+    Sequence* seq = batch_owner_[i];
+    if (!seq) continue;
+    std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * n_vocab, n_vocab);
+    const int pos = batch_pos_[i];
+    if (seq->all_logits() && pos < seq->stats.n_prompt && pos >= seq->n_reported) {
+      seq->request.prompt_logits(pos, logits);  // once, even when a resumption recomputes it
+      seq->n_reported = pos + 1;
+    }
+    if (pos != static_cast<int>(seq->tokens.size()) - 1) continue;
+    if (seq->request.max_tokens == 0) {
+      finish(*seq, FinishReason::kLength);
+      continue;
+    }
+    const std::span<const int32_t> generated = std::span(seq->tokens).subspan(seq->stats.n_prompt);
+    if (seq->logprobs) seq->logprobs->capture(logits);  // the model's own, before any edit
+    if (seq->request.constrain) seq->request.constrain(logits, generated);
+    const int32_t token = seq->sampler.sample(logits, seq->tokens);
+    if (seq->n_generated == 0) seq->stats.first_token = Clock::now();
+    ++seq->n_generated;
+    seq->tokens.push_back(token);
+    if (seq->logprobs) seq->request.on_logprobs(seq->logprobs->of(token));
+    const bool keep =
+        !seq->request.on_token || seq->request.on_token(token, seq->sampler.last_probability());
+    const bool is_end = std::find(seq->request.end_ids.begin(), seq->request.end_ids.end(),
+                                  token) != seq->request.end_ids.end();
+    if (!keep || is_end) {
+      finish(*seq, FinishReason::kStop);
+    } else if (seq->request.max_tokens >= 0 && seq->n_generated >= seq->request.max_tokens) {
+      finish(*seq, FinishReason::kLength);
+    } else if (static_cast<int>(seq->tokens.size()) > n_ctx) {
+      // The newest token is evaluated at position tokens.size() − 1: inside the context.
+      finish(*seq, FinishReason::kLength);
+    }
   }
 }
 
@@ -161,76 +331,55 @@ util::Result<StepStats> Scheduler::step() {
   admit();
   StepStats stats;
   if (running_.empty()) return stats;
-
-  // Token budget = one micro-batch. Decoding sequences (one pending token) go first so running
-  // streams keep flowing; prefills take what is left, in chunks.
-  const int budget = engine_.n_ubatch();
-  int n = 0;
-  auto schedule = [&](Sequence& seq, int count) {
-    for (int i = 0; i < count; ++i) {
-      const int pos = seq.n_computed + i;
-      batch_tokens_[n] = seq.tokens[pos];
-      batch_pos_[n] = pos;
-      batch_slot_[n] = seq.slot;
-      const bool last = pos == static_cast<int>(seq.tokens.size()) - 1;
-      batch_output_[n] = last;
-      batch_owner_[n] = last ? &seq : nullptr;
-      ++n;
-    }
-    seq.n_computed += count;
-    ++stats.n_sequences;
-  };
-  for (auto& s : running_) {
-    if (s->pending() == 1 && n < budget) schedule(*s, 1);
-  }
-  for (auto& s : running_) {
-    if (s->pending() > 1 && n < budget) {
-      const int count = std::min(s->pending(), budget - n);
-      stats.n_prefill_tokens += count;
-      schedule(*s, count);
-    }
-  }
+  choose_tokens(stats);
+  make_room(stats);
+  const int n = assemble_batch();
+  if (n == 0) return stats;  // everything scheduled was preempted; the next step resumes it
   stats.n_tokens = n;
-  model::Batch batch{.tokens = std::span(batch_tokens_).first(n), .pos = std::span(batch_pos_).first(n),
-                     .slot = std::span(batch_slot_).first(n), .output = std::span(batch_output_).first(n)};
+  for (const auto& s : running_) stats.n_sequences += s->n_scheduled > 0;
+  model::Batch batch{.tokens = std::span(batch_tokens_).first(n),
+                     .pos = std::span(batch_pos_).first(n),
+                     .slot = std::span(batch_slot_).first(n),
+                     .output = std::span(batch_output_).first(n)};
   auto status = engine_.model().forward(batch, engine_.cache(), logits_.data());
   if (!status) {
     for (auto& s : running_) finish(*s, FinishReason::kError, status.error().message());
     running_.clear();
     return std::move(status).error();
   }
-
-  // Sample for each sequence whose last token was evaluated, in batch order.
-  const int n_vocab = engine_.spec().n_vocab;
-  const int n_ctx = engine_.n_ctx();
-  int row = 0;
-  for (int i = 0; i < n; ++i) {
-    Sequence* seq = batch_owner_[i];
-    if (!seq) continue;
-    std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * n_vocab, n_vocab);
-    const std::span<const int32_t> generated = std::span(seq->tokens).subspan(seq->stats.n_prompt);
-    if (seq->logprobs) seq->logprobs->capture(logits);  // the model's own, before anything edits them
-    if (seq->request.constrain) seq->request.constrain(logits, generated);
-    const int32_t token = seq->sampler.sample(logits, seq->tokens);
-    if (seq->n_generated == 0) seq->stats.first_token = Clock::now();
-    ++seq->n_generated;
-    seq->tokens.push_back(token);
-    if (seq->logprobs) seq->request.on_logprobs(seq->logprobs->of(token));
-    const bool keep = !seq->request.on_token || seq->request.on_token(token, seq->sampler.last_probability());
-    const bool is_end = std::find(seq->request.end_ids.begin(), seq->request.end_ids.end(), token) !=
-                        seq->request.end_ids.end();
-    if (!keep) finish(*seq, FinishReason::kStop);
-    else if (is_end) finish(*seq, FinishReason::kStop);
-    else if (seq->request.max_tokens >= 0 && seq->n_generated >= seq->request.max_tokens) finish(*seq, FinishReason::kLength);
-    // The newest token is evaluated at position tokens.size() − 1, which must be inside the context.
-    else if (static_cast<int>(seq->tokens.size()) > n_ctx) finish(*seq, FinishReason::kLength);
-    else if (!engine_.cache().reserve(seq->slot, static_cast<int>(seq->tokens.size()))) {
-      // Out of KV blocks mid-generation: end it visibly rather than spill or stall the others.
-      finish(*seq, FinishReason::kLength, "the KV cache is full");
-    }
+  // The tokens are in the cache: their complete blocks become reusable.
+  for (auto& s : running_) {
+    s->n_computed += s->n_scheduled;
+    if (s->n_scheduled > 0) engine_.cache().commit(s->slot, s->tokens, s->n_computed);
   }
+  sample(n);
   std::erase_if(running_, [](const auto& s) { return s->slot < 0; });
   return stats;
+}
+
+util::Status run_until_idle(Scheduler& scheduler) {
+  while (!scheduler.idle()) HR_TRY(scheduler.step());
+  return {};
+}
+
+util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids) {
+  const size_t n_vocab = engine.spec().n_vocab;
+  std::vector<float> logits(ids.size() * n_vocab);
+  std::string error;
+  Request r;
+  r.prompt.assign(ids.begin(), ids.end());
+  r.max_tokens = 0;
+  r.reuse_prefix = false;
+  r.prompt_logits = [&](int pos, std::span<const float> row) {
+    std::copy(row.begin(), row.end(), logits.begin() + static_cast<ptrdiff_t>(pos * n_vocab));
+  };
+  r.on_done = [&](FinishReason, const RequestStats&, const std::string& e) { error = e; };
+  Scheduler scheduler(engine);
+  const SubmitResult submitted = scheduler.submit(std::move(r));
+  if (submitted.refusal != Refusal::kNone) return util::Error(submitted.message);
+  HR_TRY(run_until_idle(scheduler));
+  if (!error.empty()) return util::Error(error);
+  return logits;
 }
 
 }  // namespace engine

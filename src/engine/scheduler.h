@@ -1,8 +1,13 @@
-// engine::Scheduler — continuous batching: every running sequence advances in one batched
-// forward per step; new requests join between steps; long prompts are prefilled in chunks.
+// engine::Scheduler — continuous batching, the one way tokens are evaluated: every running
+// sequence advances in one batched forward per step; new requests join between steps; long
+// prompts are prefilled in chunks; one request alone is just a batch of one.
 //
 // As in vLLM there is no prefill or decode mode: a sequence has n_computed tokens in the KV
 // cache and a target; each step lets n_computed catch up within a token budget, decodes first.
+// KV blocks are taken as sequences grow (kv::Cache); when the pool runs out the youngest sequence
+// is preempted — its blocks given back, complete ones kept in the prefix cache — and resumed
+// later by recomputing what the cache no longer holds. A new request starts from the longest
+// prefix of its prompt the cache holds.
 #pragma once
 
 #include <deque>
@@ -16,7 +21,7 @@
 namespace engine {
 
 struct SchedulerOptions {
-  int max_queue = 64;   // requests waiting for a slot beyond this are refused
+  int max_queue = 64;  // requests waiting for a slot beyond this are refused
 };
 
 // Why submit() refused a request; the server maps these to HTTP statuses.
@@ -29,9 +34,17 @@ struct SubmitResult {
 };
 
 struct StepStats {
-  int n_tokens = 0;     // tokens evaluated in the step
+  int n_tokens = 0;  // tokens evaluated in the step
   int n_sequences = 0;
   int n_prefill_tokens = 0;
+  int n_preempted = 0;  // sequences preempted to make room in this step
+};
+
+// Since the scheduler started.
+struct SchedulerCounters {
+  uint64_t preemptions = 0;
+  uint64_t prompt_tokens = 0;  // of admitted requests
+  uint64_t cached_tokens = 0;  // of those, reused from the prefix cache
 };
 
 class Scheduler {
@@ -47,13 +60,21 @@ class Scheduler {
   // Sequences holding a slot; one that finished inside this step no longer counts.
   int n_running() const;
   int n_waiting() const { return static_cast<int>(waiting_.size()); }
+  const SchedulerCounters& counters() const { return counters_; }
 
-  // Admits what fits, runs one batched forward, samples, finishes what is done.
+  // Admits what fits, makes room for this step's tokens (preempting if it must), runs one batched
+  // forward, samples, finishes what is done.
   util::Result<StepStats> step();
 
  private:
   struct Sequence;
   void admit();
+  bool admit_one(Sequence& seq, int slot);
+  void choose_tokens(StepStats& stats);
+  void make_room(StepStats& stats);
+  void preempt(Sequence& seq);
+  int assemble_batch();
+  void sample(int n_batch);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
 
   Engine& engine_;
@@ -62,11 +83,19 @@ class Scheduler {
   std::deque<std::unique_ptr<Sequence>> waiting_;
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int> free_slots_;
+  SchedulerCounters counters_;
   // Batch assembly buffers, sized once to the micro-batch (no allocation per step).
   std::vector<int32_t> batch_tokens_, batch_pos_, batch_slot_;
   std::vector<uint8_t> batch_output_;
   std::vector<Sequence*> batch_owner_;  // sequence whose logits row this output is
   std::vector<float> logits_;
 };
+
+// Steps `scheduler` until every request it holds has ended.
+util::Status run_until_idle(Scheduler& scheduler);
+
+// The logits after every position of `ids` ([ids.size()][n_vocab]): one request through a
+// Scheduler of its own, on an engine planned with logits_all_positions.
+util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids);
 
 }  // namespace engine

@@ -1,7 +1,9 @@
-// Paged KV storage: block pools per group, block tables per sequence, exact per-cell positions.
+// Paged KV storage: block pools per group, block tables and rings per sequence, exact per-cell
+// positions, and reuse of cached prefixes.
 #include "kv/cache.h"
 
 #include <algorithm>
+#include <cassert>
 
 #include "util/memory.h"
 
@@ -20,6 +22,26 @@ int group_of(const std::vector<GroupGeometry>& groups, const LayerGeometry& l) {
   return -1;
 }
 
+GroupGeometry group_geometry(const LayerGeometry& l, const CacheConfig& config) {
+  const int bc = config.block_cells;
+  const int context_blocks = div_up(config.n_ctx, bc);
+  GroupGeometry geo{.sliding = l.sliding, .window = l.sliding ? l.window : 0};
+  if (!l.sliding) {
+    geo.blocks_per_sequence = context_blocks;
+    geo.n_blocks = context_blocks * config.n_slots;
+  } else {
+    // A block of positions leaves the ring whole, when the first position of the block that
+    // takes its place is written: the ring must hold the window before a micro-batch's first
+    // token, the micro-batch, and the rest of the block the window starts in (bc − 1 cells).
+    geo.blocks_per_sequence =
+        std::min(context_blocks, div_up(l.window + config.n_ubatch + bc - 2, bc));
+    geo.window_blocks = std::min(context_blocks, div_up(l.window - 1, bc) + 1);
+    geo.n_blocks = (geo.blocks_per_sequence + geo.window_blocks) * config.n_slots;
+  }
+  geo.cells_per_sequence = geo.blocks_per_sequence * bc;
+  return geo;
+}
+
 }  // namespace
 
 util::Result<std::vector<GroupGeometry>> plan_groups(const std::vector<LayerGeometry>& layers,
@@ -30,24 +52,40 @@ util::Result<std::vector<GroupGeometry>> plan_groups(const std::vector<LayerGeom
   }
   std::vector<GroupGeometry> groups;
   for (const auto& l : layers) {
-    if (!l.owns()) continue;
+    if (!l.owns()) {
+      const auto& source = layers[l.source];
+      if (source.sliding != l.sliding || (l.sliding && source.window != l.window)) {
+        return util::errorf(
+            "KV cache: layer {} reads layer {}'s cache but attends over another window", l.il,
+            l.source);
+      }
+      continue;
+    }
     HR_TRY(check_cache_type(config.k_type, l.kv_dim(), "K"));
     HR_TRY(check_cache_type(config.v_type, l.kv_dim(), "V"));
     int g = group_of(groups, l);
     if (g < 0) {
-      GroupGeometry geo;
-      geo.sliding = l.sliding;
-      geo.window = l.sliding ? l.window : 0;
-      geo.cells_per_sequence = l.cells_per_sequence(config.n_ctx, config.n_ubatch);
-      geo.blocks_per_sequence = div_up(geo.cells_per_sequence, config.block_cells);
-      geo.n_blocks = geo.blocks_per_sequence * config.n_slots;
-      if (!geo.sliding && config.n_full_blocks > 0) geo.n_blocks = config.n_full_blocks;
-      groups.push_back(geo);
+      groups.push_back(group_geometry(l, config));
       g = static_cast<int>(groups.size()) - 1;
     }
     groups[g].bytes_per_block +=
         static_cast<size_t>(config.block_cells) *
         (row_bytes(config.k_type, l.kv_dim()) + row_bytes(config.v_type, l.kv_dim()));
+  }
+  if (!config.pool_blocks.empty()) {
+    if (config.pool_blocks.size() != groups.size()) {
+      return util::errorf("KV cache: {} pool sizes for {} groups", config.pool_blocks.size(),
+                          groups.size());
+    }
+    for (size_t g = 0; g < groups.size(); ++g) groups[g].n_blocks = config.pool_blocks[g];
+  }
+  for (const auto& g : groups) {
+    if (g.n_blocks < g.blocks_per_sequence ||
+        (g.sliding && g.n_blocks <= g.blocks_per_sequence * config.n_slots)) {
+      return util::errorf("KV cache: a pool of {} blocks cannot hold one sequence's {} blocks{}",
+                          g.n_blocks, g.blocks_per_sequence,
+                          g.sliding ? " per slot and a spare block" : "");
+    }
   }
   return groups;
 }
@@ -60,25 +98,43 @@ util::Result<size_t> storage_bytes(const std::vector<LayerGeometry>& layers,
   return total;
 }
 
+namespace {
+
+// The group whose blocks index prefixes: a full-attention one (every earlier block is needed to
+// reuse a prefix), or none.
+int anchor_group(const std::vector<GroupGeometry>& groups, const CacheConfig& config) {
+  if (!config.prefix_cache) return -1;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    if (!groups[g].sliding) return static_cast<int>(g);
+  }
+  return -1;
+}
+
+}  // namespace
+
 util::Result<size_t> bookkeeping_bytes(const std::vector<LayerGeometry>& layers,
                                        const CacheConfig& config) {
   HR_ASSIGN_OR_RETURN(auto groups, plan_groups(layers, config));
   size_t total = 0;
+  std::vector<int> pools;
   for (const auto& g : groups) {
     const size_t blocks = static_cast<size_t>(g.blocks_per_sequence) * config.n_slots;
-    total += blocks * sizeof(int32_t);                       // block tables
-    total += blocks * config.block_cells * sizeof(int32_t);  // cell positions
+    total += blocks * sizeof(int32_t) * (g.sliding ? 2 : 1);  // block tables (and ring entries)
+    total += blocks * config.block_cells * sizeof(int32_t);   // cell positions
+    pools.push_back(g.n_blocks);
   }
   for (const auto& l : layers) {
     if (!l.owns()) continue;
-    for (const auto& g : groups) {
-      if (g.sliding == l.sliding && g.window == (l.sliding ? l.window : 0)) {
-        total += static_cast<size_t>(g.blocks_per_sequence) * config.n_slots * 2 *
-                 sizeof(void*);  // block pointers
-      }
-    }
+    const auto& g = groups[group_of(groups, l)];
+    total += static_cast<size_t>(g.blocks_per_sequence) * config.n_slots * 2 *
+             sizeof(void*);  // block pointers
   }
-  return total;
+  const int anchor = anchor_group(groups, config);
+  if (anchor >= 0) {  // each slot's prefix nodes
+    total +=
+        static_cast<size_t>(groups[anchor].blocks_per_sequence) * config.n_slots * sizeof(int32_t);
+  }
+  return total + BlockManager::bookkeeping_bytes(pools, anchor, config.block_cells);
 }
 
 size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const CacheConfig& config,
@@ -93,28 +149,36 @@ size_t read_bytes_per_token(const std::vector<LayerGeometry>& layers, const Cach
 }
 
 util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const CacheConfig& config,
-                                  kernels::Backend* device, int first_device_layer) {
+                                  kernels::Backend* device, std::vector<int> layer_device) {
   Cache c;
   c.device_ = device;
-  c.first_device_layer_ = first_device_layer;
+  const int n_layers = static_cast<int>(layers.size());
+  if (layer_device.empty()) layer_device.assign(n_layers, device != nullptr ? 1 : 0);
+  if (static_cast<int>(layer_device.size()) != n_layers) {
+    return util::errorf("KV cache: a placement of {} layers for {}", layer_device.size(), n_layers);
+  }
+  for (const auto& l : layers) {
+    if (l.source < 0 || l.source >= n_layers || !layers[l.source].owns()) {
+      return util::errorf("KV cache: layer {} reads layer {}, which owns no cache", l.il, l.source);
+    }
+    if (device != nullptr && (layer_device[l.il] != 0) != (layer_device[l.source] != 0)) {
+      return util::errorf(
+          "KV cache: layer {} reads layer {}'s cache, and the placement puts one on the host and "
+          "the other on {}",
+          l.il, l.source, device->name());
+    }
+  }
+  c.layer_device_ = std::move(layer_device);
   HR_ASSIGN_OR_RETURN(c.groups_, plan_groups(layers, config));
   c.layers_ = std::move(layers);
   c.config_ = config;
-  for (const auto& l : c.layers_) {
-    if (l.owns() || l.source < 0 || l.source >= static_cast<int>(c.layers_.size())) continue;
-    if ((l.il >= first_device_layer) != (l.source >= first_device_layer) && device != nullptr) {
-      return util::errorf(
-          "KV cache: layer {} reads layer {}'s cache, and the split at layer {} puts one on the "
-          "host and the other on {} — split before layer {} or after layer {}",
-          l.il, l.source, first_device_layer, device->name(), std::min(l.il, l.source),
-          std::max(l.il, l.source));
-    }
-  }
+  c.group_layers_.resize(c.groups_.size());
   c.stores_.resize(c.layers_.size());
   for (const auto& l : c.layers_) {
     if (!l.owns()) continue;
     LayerStore& s = c.stores_[l.il];
     s.group = group_of(c.groups_, l);
+    c.group_layers_[s.group].push_back(l.il);
     s.k_row = row_bytes(config.k_type, l.kv_dim());
     s.v_row = row_bytes(config.v_type, l.kv_dim());
     const size_t cells = static_cast<size_t>(c.groups_[s.group].n_blocks) * config.block_cells;
@@ -123,8 +187,8 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
       auto v = kernels::Buffer::make(*device, cells * s.v_row);
       if (!k || !v) {
         return util::errorf(
-            "KV cache: cannot allocate {} bytes for layer {} on {} — lower --ctx or --slots, or "
-            "use a quantized KV type",
+            "KV cache: cannot allocate {} bytes for layer {} on {} — lower --kv-budget or --ctx, "
+            "or use a quantized KV type",
             cells * (s.k_row + s.v_row), l.il, device->name());
       }
       s.device_k = std::move(*k);
@@ -138,28 +202,23 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
     s.v = util::AlignedBuffer(cells * s.v_row, util::AlignedBuffer::Init::kLazy);
     if (!s.k.ok() || !s.v.ok()) {
       return util::errorf(
-          "KV cache: cannot allocate {} bytes for layer {} — lower --ctx or --slots, or use a "
+          "KV cache: cannot allocate {} bytes for layer {} — lower --kv-budget or --ctx, or use a "
           "quantized KV type",
           cells * (s.k_row + s.v_row), l.il);
     }
     s.k_base = s.k.data();
     s.v_base = s.v.data();
   }
-  for (const auto& l : c.layers_) {
-    if (!l.owns() && (l.source < 0 || l.source >= static_cast<int>(c.layers_.size()) ||
-                      !c.layers_[l.source].owns())) {
-      return util::errorf("KV cache: layer {} reads layer {}, which owns no cache", l.il, l.source);
-    }
+  std::vector<int> pools;
+  for (const auto& g : c.groups_) pools.push_back(g.n_blocks);
+  c.blocks_ = BlockManager(pools, anchor_group(c.groups_, config), config.block_cells);
+  const size_t n_groups = c.groups_.size();
+  c.slots_.resize(config.n_slots);
+  for (Slot& s : c.slots_) {
+    s.blocks.resize(n_groups);
+    s.logical.resize(n_groups);
   }
-  c.free_.resize(c.groups_.size());
-  c.tables_.resize(c.groups_.size());
-  c.cell_pos_.resize(c.groups_.size());
-  for (size_t g = 0; g < c.groups_.size(); ++g) {
-    // Pop from the back: hand out low block ids first, which keeps a lone sequence contiguous.
-    for (int b = c.groups_[g].n_blocks - 1; b >= 0; --b) c.free_[g].push_back(b);
-    c.tables_[g].resize(config.n_slots);
-    c.cell_pos_[g].resize(config.n_slots);
-  }
+  c.cell_pos_.assign(n_groups, std::vector<std::vector<int32_t>>(config.n_slots));
   c.views_.resize(c.layers_.size());
   for (const auto& l : c.layers_) {
     c.views_[l.il].resize(l.owns() ? config.n_slots : 0);
@@ -173,10 +232,8 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
       v.span.v_row_bytes = c.stores_[l.il].v_row;
     }
   }
-  c.reserved_.assign(config.n_slots, 0);
-  c.tables_changed_.assign(config.n_slots, 1);
-  c.cells_changed_.assign(c.groups_.size(),
-                          std::vector<std::pair<int, int>>(config.n_slots, {0, 0}));
+  c.tables_changed_.assign(n_groups, std::vector<char>(config.n_slots, 1));
+  c.cells_changed_.assign(n_groups, std::vector<std::pair<int, int>>(config.n_slots, {0, 0}));
   if (device != nullptr) HR_TRY(c.allocate_device_views());
   return c;
 }
@@ -185,7 +242,7 @@ util::Status Cache::allocate_device_views() {
   auto make = [&](size_t bytes) { return kernels::Buffer::make(*device_, bytes); };
   device_cell_pos_.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const size_t cells = static_cast<size_t>(groups_[g].blocks_per_sequence) * config_.block_cells;
+    const size_t cells = static_cast<size_t>(groups_[g].cells_per_sequence);
     for (int slot = 0; slot < config_.n_slots; ++slot) {
       HR_ASSIGN_OR_RETURN(auto b, make(cells * sizeof(int32_t)));
       device_cell_pos_[g].push_back(std::move(b));
@@ -214,11 +271,10 @@ util::Status Cache::sync() {
                                static_cast<size_t>(last - first) * sizeof(int32_t)));
       }
       first = last = 0;
-    }
-    if (tables_changed_[slot]) {
-      for (const auto& l : layers_) {
-        if (!l.owns() || !on_device(l.il)) continue;
-        SlotView& v = views_[l.il][slot];
+      if (!tables_changed_[g][slot]) continue;
+      for (int il : group_layers_[g]) {
+        if (!on_device(il)) continue;
+        SlotView& v = views_[il][slot];
         HR_TRY(device_->upload(v.device_k_blocks.get(), v.k_blocks.data(),
                                v.k_blocks.size() * sizeof(const uint8_t*)));
         HR_TRY(device_->upload(v.device_v_blocks.get(), v.v_blocks.data(),
@@ -226,11 +282,11 @@ util::Status Cache::sync() {
         kernels::KvSpan span = v.span;
         span.k_blocks = v.device_k_blocks.get<const uint8_t* const>();
         span.v_blocks = v.device_v_blocks.get<const uint8_t* const>();
-        span.cell_pos = device_cell_pos_[stores_[l.il].group][slot].get<const int32_t>();
+        span.cell_pos = device_cell_pos_[g][slot].get<const int32_t>();
         HR_TRY(device_->upload(v.device_span.get(), &span, sizeof(span)));
       }
+      tables_changed_[g][slot] = 0;
     }
-    tables_changed_[slot] = 0;
   }
   return {};
 }
@@ -238,86 +294,272 @@ util::Status Cache::sync() {
 int Cache::cell_of(int group, int32_t pos) const {
   const GroupGeometry& g = groups_[group];
   if (!g.sliding) return pos;
-  return pos % (g.blocks_per_sequence * config_.block_cells);
+  return pos % g.cells_per_sequence;
+}
+
+int Cache::blocks_wanted(int group, int slot, int n_positions) const {
+  const Slot& s = slots_[slot];
+  if (!groups_[group].sliding) {
+    return std::max(
+        0, div_up(n_positions, config_.block_cells) - static_cast<int>(s.blocks[group].size()));
+  }
+  if (n_positions <= 0) return 0;
+  const auto& ring = s.blocks[group];
+  if (ring.empty()) return groups_[group].blocks_per_sequence;
+  return static_cast<int>(std::count(ring.begin(), ring.end(), -1));
+}
+
+bool Cache::can_reserve(int slot, int n_positions, int spare) const {
+  if (slot < 0 || slot >= config_.n_slots || n_positions > config_.n_ctx) return false;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const int gi = static_cast<int>(g);
+    // Sliding groups always have a ring for every slot: spares matter to full groups only.
+    const int keep = groups_[g].sliding ? 0 : spare;
+    if (blocks_wanted(gi, slot, n_positions) + keep > blocks_.available(gi)) return false;
+  }
+  return true;
 }
 
 bool Cache::reserve(int slot, int n_positions) {
-  if (slot < 0 || slot >= config_.n_slots || n_positions > config_.n_ctx) return false;
-  if (n_positions <= reserved_[slot]) return true;
-  std::vector<int> need(groups_.size(), 0);
+  if (!can_reserve(slot, n_positions)) return false;
+  Slot& s = slots_[slot];
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const int want = groups_[g].sliding ? groups_[g].blocks_per_sequence
-                                        : div_up(n_positions, config_.block_cells);
-    need[g] = std::max(0, want - static_cast<int>(tables_[g][slot].size()));
-    if (need[g] > static_cast<int>(free_[g].size())) return false;
-  }
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    auto& table = tables_[g][slot];
-    for (int i = 0; i < need[g]; ++i) {
-      table.push_back(free_[g].back());
-      free_[g].pop_back();
+    const int gi = static_cast<int>(g);
+    if (blocks_wanted(gi, slot, n_positions) == 0) continue;
+    auto& table = s.blocks[g];
+    auto& cells = cell_pos_[g][slot];
+    if (groups_[g].sliding) {
+      if (table.empty()) {
+        table.assign(groups_[g].blocks_per_sequence, -1);
+        s.logical[g].assign(table.size(), -1);
+        cells.assign(groups_[g].cells_per_sequence, -1);
+      }
+      for (auto& b : table) {
+        if (b < 0) b = blocks_.take(gi);
+      }
+      refresh_views(gi, slot, 0);
+    } else {
+      const int first_new = static_cast<int>(table.size());
+      const int want = div_up(n_positions, config_.block_cells);
+      while (static_cast<int>(table.size()) < want) table.push_back(blocks_.take(gi));
+      cells.resize(table.size() * config_.block_cells, -1);
+      refresh_views(gi, slot, first_new);
     }
-    cell_pos_[g][slot].resize(table.size() * config_.block_cells, -1);
   }
-  reserved_[slot] = n_positions;
-  refresh_views(slot);
+  s.reserved = std::max(s.reserved, n_positions);
   return true;
 }
 
 void Cache::release(int slot) {
   if (slot < 0 || slot >= config_.n_slots) return;
+  Slot& s = slots_[slot];
   for (size_t g = 0; g < groups_.size(); ++g) {
-    for (int32_t b : tables_[g][slot]) free_[g].push_back(b);
-    tables_[g][slot].clear();
+    const int gi = static_cast<int>(g);
+    auto& table = s.blocks[g];
+    if (groups_[g].sliding) {
+      // The newest blocks of positions are released last, so they are evicted last: they hold
+      // the window a continuation of this sequence needs.
+      std::vector<int> entries(table.size());
+      for (size_t j = 0; j < entries.size(); ++j) entries[j] = static_cast<int>(j);
+      std::sort(entries.begin(), entries.end(),
+                [&](int a, int b) { return s.logical[g][a] < s.logical[g][b]; });
+      for (int j : entries) {
+        if (table[j] >= 0) blocks_.drop(gi, table[j]);
+      }
+    } else {
+      // The deepest blocks first, so a shared prefix outlives the tails that branch from it.
+      for (auto it = table.rbegin(); it != table.rend(); ++it) blocks_.drop(gi, *it);
+    }
+    table.clear();
+    s.logical[g].clear();
     cell_pos_[g][slot].clear();
   }
-  reserved_[slot] = 0;
-  refresh_views(slot);
+  s.nodes.clear();
+  s.indexing = true;
+  s.reserved = 0;
+  for (size_t g = 0; g < groups_.size(); ++g) refresh_views(static_cast<int>(g), slot, 0);
 }
 
-void Cache::refresh_views(int slot) {
-  for (const auto& l : layers_) {
-    if (!l.owns()) continue;
-    LayerStore& s = stores_[l.il];
-    SlotView& v = views_[l.il][slot];
-    const auto& table = tables_[s.group][slot];
+int Cache::longest_reusable(std::span<const int32_t> tokens, std::vector<int32_t>& nodes) const {
+  const int bc = config_.block_cells;
+  nodes.clear();
+  if (blocks_.anchor() < 0) return 0;
+  // At least the last token is evaluated: its logits are what the caller samples from.
+  const int most = (static_cast<int>(tokens.size()) - 1) / bc;
+  for (int i = 0; i < most; ++i) {
+    const int32_t parent = i == 0 ? BlockManager::kRoot : nodes.back();
+    const int32_t node = blocks_.find(parent, tokens.subspan(static_cast<size_t>(i) * bc, bc));
+    if (node < 0) break;
+    nodes.push_back(node);
+  }
+  // Sliding groups need the blocks of the window before the first evaluated position P = k·bc:
+  // positions [P − W + 1, P). Shorten the prefix until every one of them is cached.
+  int k = static_cast<int>(nodes.size());
+  for (; k > 0; --k) {
+    bool held = true;
+    for (size_t g = 0; g < groups_.size() && held; ++g) {
+      if (!groups_[g].sliding) continue;
+      const int first = std::max(0, k * bc - groups_[g].window + 1) / bc;
+      for (int i = first; i < k && held; ++i)
+        held = blocks_.block_of(nodes[i], static_cast<int>(g)) >= 0;
+    }
+    if (held) break;
+  }
+  nodes.resize(k);
+  return k;
+}
+
+int Cache::reuse_prefix(int slot, std::span<const int32_t> tokens) {
+  Slot& s = slots_[slot];
+  assert(s.reserved == 0 && s.nodes.empty());
+  const int k = longest_reusable(tokens, s.nodes);
+  if (k == 0) return 0;
+  const int bc = config_.block_cells;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const int gi = static_cast<int>(g);
+    const GroupGeometry& geo = groups_[g];
+    if (geo.sliding) {
+      s.blocks[g].assign(geo.blocks_per_sequence, -1);
+      s.logical[g].assign(geo.blocks_per_sequence, -1);
+      cell_pos_[g][slot].assign(geo.cells_per_sequence, -1);
+      const int first = std::max(0, k * bc - geo.window + 1) / bc;
+      for (int i = first; i < k; ++i) {
+        attach_block(gi, slot, i % geo.blocks_per_sequence, blocks_.block_of(s.nodes[i], gi), i);
+      }
+    } else {
+      cell_pos_[g][slot].assign(static_cast<size_t>(k) * bc, -1);
+      for (int i = 0; i < k; ++i) {
+        s.blocks[g].push_back(-1);
+        attach_block(gi, slot, i, blocks_.block_of(s.nodes[i], gi), i);
+      }
+    }
+  }
+  s.reserved = k * bc;
+  for (size_t g = 0; g < groups_.size(); ++g) refresh_views(static_cast<int>(g), slot, 0);
+  return k * bc;
+}
+
+// A cached block enters `entry` of a slot's table (or ring) holding positions of block `logical`.
+void Cache::attach_block(int group, int slot, int entry, int32_t block, int logical) {
+  Slot& s = slots_[slot];
+  blocks_.hold(group, block);
+  s.blocks[group][entry] = block;
+  if (groups_[group].sliding) s.logical[group][entry] = logical;
+  const int bc = config_.block_cells;
+  int32_t* cells = cell_pos_[group][slot].data() + static_cast<size_t>(entry) * bc;
+  for (int c = 0; c < bc; ++c) cells[c] = logical * bc + c;
+}
+
+void Cache::commit(int slot, std::span<const int32_t> tokens, int n_computed) {
+  Slot& s = slots_[slot];
+  const int anchor = blocks_.anchor();
+  if (anchor < 0 || !s.indexing) return;
+  const int bc = config_.block_cells;
+  for (int i = static_cast<int>(s.nodes.size()); (i + 1) * bc <= n_computed; ++i) {
+    const int32_t parent = i == 0 ? BlockManager::kRoot : s.nodes.back();
+    const int32_t block = s.blocks[anchor][i];
+    if (!blocks_.insert(parent, tokens.subspan(static_cast<size_t>(i) * bc, bc), block)) {
+      s.indexing = false;  // cached already by another sequence: this copy stays private
+      return;
+    }
+    s.nodes.push_back(block);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      if (!groups_[g].sliding) continue;
+      const int entry = i % groups_[g].blocks_per_sequence;
+      if (s.logical[g][entry] == i) blocks_.attach(block, static_cast<int>(g), s.blocks[g][entry]);
+    }
+  }
+}
+
+void Cache::point_views(int group, int slot, int entry) {
+  const int32_t block = slots_[slot].blocks[group][entry];
+  for (int il : group_layers_[group]) {
+    const LayerStore& st = stores_[il];
+    SlotView& v = views_[il][slot];
+    // A ring entry not taken yet points at block 0: its cells hold no position, so attention
+    // never reads it.
+    const size_t first_cell = static_cast<size_t>(std::max(block, 0)) * config_.block_cells;
+    v.k_blocks[entry] = st.k_base + first_cell * st.k_row;
+    v.v_blocks[entry] = st.v_base + first_cell * st.v_row;
+  }
+  tables_changed_[group][slot] = 1;
+}
+
+void Cache::refresh_views(int group, int slot, int first_changed) {
+  const auto& table = slots_[slot].blocks[group];
+  const auto& cells = cell_pos_[group][slot];
+  for (int il : group_layers_[group]) {
+    SlotView& v = views_[il][slot];
     v.k_blocks.resize(table.size());
     v.v_blocks.resize(table.size());
-    const size_t block_k = static_cast<size_t>(config_.block_cells) * s.k_row;
-    const size_t block_v = static_cast<size_t>(config_.block_cells) * s.v_row;
-    for (size_t i = 0; i < table.size(); ++i) {
-      v.k_blocks[i] = s.k_base + table[i] * block_k;
-      v.v_blocks[i] = s.v_base + table[i] * block_v;
-    }
     v.span.k_blocks = v.k_blocks.data();
     v.span.v_blocks = v.v_blocks.data();
-    v.span.cell_pos = cell_pos_[s.group][slot].data();
-    v.span.n_cells = static_cast<int>(cell_pos_[s.group][slot].size());
+    v.span.cell_pos = cells.data();
+    v.span.n_cells = static_cast<int>(cells.size());
   }
-  tables_changed_[slot] = 1;
-  for (size_t g = 0; g < groups_.size(); ++g)
-    cells_changed_[g][slot] = {0, static_cast<int>(cell_pos_[g][slot].size())};
+  for (size_t j = first_changed; j < table.size(); ++j) {
+    point_views(group, slot, static_cast<int>(j));
+  }
+  tables_changed_[group][slot] = 1;
+  auto& [lo, hi] = cells_changed_[group][slot];  // a released slot has no cells left to upload
+  hi = std::min(hi, static_cast<int>(cells.size()));
+  if (lo >= hi) lo = hi = 0;
+  // The cells of the entries that changed (a device keeps each slot's positions at their
+  // longest: the others are current there).
+  if (first_changed * config_.block_cells < static_cast<int>(cells.size())) {
+    mark_cells(group, slot, first_changed * config_.block_cells, static_cast<int>(cells.size()));
+  }
+}
+
+void Cache::mark_cells(int group, int slot, int first, int last) {
+  auto& [lo, hi] = cells_changed_[group][slot];
+  if (lo < hi) {
+    lo = std::min(lo, first);
+    hi = std::max(hi, last);
+  } else {
+    lo = first;
+    hi = last;
+  }
+}
+
+// Ring entry `entry` of a sliding group starts holding block of positions `logical`: its block is
+// rewritten in place when only this slot holds it and nothing caches it, else replaced by a fresh
+// one (the old one stays shared or cached).
+void Cache::replace_ring_block(int group, int slot, int entry, int logical) {
+  Slot& s = slots_[slot];
+  int32_t& block = s.blocks[group][entry];
+  assert(block >= 0);  // reserve() took the whole ring
+  if (blocks_.refs(group, block) > 1 || blocks_.is_cached(group, block)) {
+    blocks_.drop(group, block);
+    block = blocks_.take(group);
+    assert(block >= 0);  // the pool holds more than a ring per slot
+    point_views(group, slot, entry);
+  }
+  s.logical[group][entry] = logical;
+  const int bc = config_.block_cells;
+  std::fill_n(cell_pos_[group][slot].begin() + static_cast<ptrdiff_t>(entry) * bc, bc, -1);
+  mark_cells(group, slot, entry * bc, (entry + 1) * bc);
 }
 
 void Cache::set_position(int slot, int32_t pos) {
+  const int bc = config_.block_cells;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    const int cell = cell_of(static_cast<int>(g), pos);
-    cell_pos_[g][slot][cell] = pos;
-    auto& [first, last] = cells_changed_[g][slot];
-    if (first < last) {
-      first = std::min(first, cell);
-      last = std::max(last, cell + 1);
-    } else {
-      first = cell;
-      last = cell + 1;
+    const int gi = static_cast<int>(g);
+    if (groups_[g].sliding) {
+      const int logical = pos / bc;
+      const int entry = logical % groups_[g].blocks_per_sequence;
+      if (slots_[slot].logical[g][entry] != logical) replace_ring_block(gi, slot, entry, logical);
     }
+    const int cell = cell_of(gi, pos);
+    cell_pos_[g][slot][cell] = pos;
+    mark_cells(gi, slot, cell, cell + 1);
   }
 }
 
 kernels::KvWrite Cache::destination(int il, int slot, int32_t pos) {
   LayerStore& s = stores_[il];
   const int cell = cell_of(s.group, pos);
-  const int32_t block = tables_[s.group][slot][cell / config_.block_cells];
+  const int32_t block = slots_[slot].blocks[s.group][cell / config_.block_cells];
   const size_t index =
       static_cast<size_t>(block) * config_.block_cells + cell % config_.block_cells;
   return {s.k_base + index * s.k_row, s.v_base + index * s.v_row};
@@ -326,6 +568,26 @@ kernels::KvWrite Cache::destination(int il, int slot, int32_t pos) {
 const kernels::KvSpan* Cache::span(int il, int slot) const {
   const SlotView& v = views_[layers_[il].source][slot];
   return on_device(il) ? v.device_span.get<const kernels::KvSpan>() : &v.span;
+}
+
+std::vector<PoolUsage> Cache::usage() const {
+  std::vector<PoolUsage> out;
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    const int gi = static_cast<int>(g);
+    out.push_back({.sliding = groups_[g].sliding,
+                   .n_blocks = groups_[g].n_blocks,
+                   .held = blocks_.held(gi),
+                   .cached = blocks_.cached(gi),
+                   .bytes_per_block = groups_[g].bytes_per_block});
+  }
+  return out;
+}
+
+int Cache::available_positions() const {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    if (!groups_[g].sliding) return blocks_.available(static_cast<int>(g)) * config_.block_cells;
+  }
+  return config_.n_ctx * config_.n_slots;  // sliding rings only: every slot has its ring
 }
 
 size_t Cache::bytes_allocated() const {
@@ -347,10 +609,13 @@ size_t Cache::bytes_resident() const {
 
 size_t Cache::bytes_in_use() const {
   size_t total = 0;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    total += static_cast<size_t>(groups_[g].n_blocks - free_blocks(static_cast<int>(g))) *
-             groups_[g].bytes_per_block;
-  }
+  for (const auto& u : usage()) total += static_cast<size_t>(u.held) * u.bytes_per_block;
+  return total;
+}
+
+size_t Cache::bytes_cached() const {
+  size_t total = 0;
+  for (const auto& u : usage()) total += static_cast<size_t>(u.cached) * u.bytes_per_block;
   return total;
 }
 

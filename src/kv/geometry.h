@@ -14,17 +14,14 @@ using tensor::DType;
 
 struct LayerGeometry {
   int il = 0;
-  int source = 0;      // layer whose cache this layer reads; == il when it owns one
+  int source = 0;  // layer whose cache this layer reads; == il when it owns one
   bool sliding = false;
-  int window = 0;      // W on sliding layers
+  int window = 0;  // W on sliding layers
   int n_head_kv = 0;
   int head_dim = 0;
 
   bool owns() const { return source == il; }
   int kv_dim() const { return n_head_kv * head_dim; }
-  // Cells one sequence needs in this layer: full layers hold the whole context; sliding layers
-  // a ring of W − 1 past positions plus a micro-batch; shared layers nothing (spec §4.1).
-  int cells_per_sequence(int n_ctx, int n_ubatch) const;
 };
 
 // Bytes of one token's K (or V) row of `kv_dim` values stored as `type`.

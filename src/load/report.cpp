@@ -48,6 +48,24 @@ nlohmann::json per_item_json(const LoadOptions& options, const LoadRun& run) {
 
 }  // namespace
 
+namespace {
+
+nlohmann::json server_json(const ServerMetrics& m) {
+  nlohmann::json j = {{"available", m.available},
+                      {"samples", m.samples},
+                      {"preemptions", m.preemptions},
+                      {"prefix_cache_hit_rate", m.prefix_hit_rate}};
+  if (!m.available) j["unavailable"] = m.unavailable;
+  j["kv_pool"] = nlohmann::json::object();
+  for (const auto& [group, use] : m.kv) {
+    j["kv_pool"][group] = {
+        {"blocks", use.blocks}, {"used_peak", use.used_peak}, {"cached_end", use.cached_end}};
+  }
+  return j;
+}
+
+}  // namespace
+
 nlohmann::json report_json(const LoadOptions& options, const LoadRun& run, const Summary& s) {
   nlohmann::json j;
   j["endpoint"] = options.endpoint.origin + options.endpoint.api_prefix + "/chat/completions";
@@ -73,12 +91,17 @@ nlohmann::json report_json(const LoadOptions& options, const LoadRun& run, const
                    {"succeeded", s.succeeded},
                    {"failed", s.failed}};
   j["ttft_s"] = distribution_json(s.ttft);
+  // Split by whether the server reused a cached prefix (usage.prompt_tokens_details).
+  j["ttft_cached_s"] = distribution_json(s.ttft_cached);
+  j["ttft_uncached_s"] = distribution_json(s.ttft_uncached);
+  j["server"] = server_json(run.server);
   j["itl_s"] = distribution_json(s.itl);
   j["e2e_s"] = distribution_json(s.e2e);
   bool all_usage = true;
   for (const auto& r : run.records) all_usage = all_usage && (!r.ok() || r.usage_reported);
   j["tokens"] = {{"completion", s.completion_tokens},
                  {"prompt", s.prompt_tokens},
+                 {"prompt_cached", s.cached_tokens},
                  {"in_window", s.tokens_in_window},
                  {"counted_from", all_usage ? "usage" : "usage where reported, else chunks"}};
   j["throughput"] = {{"total_tokens_per_second", s.total_tokens_per_second},
@@ -118,6 +141,40 @@ nlohmann::json report_json(const LoadOptions& options, const LoadRun& run, const
 namespace {
 
 std::string ms(double seconds) { return fmt::format("{:.1f}", seconds * 1e3); }
+
+// The server's prefix cache, KV pool and preemptions, as its /metrics showed them.
+std::string server_text(const nlohmann::json& j) {
+  std::string out;
+  const auto& t = j["tokens"];
+  const int64_t prompt = t["prompt"].get<int64_t>(), cached = t["prompt_cached"].get<int64_t>();
+  if (prompt > 0) {
+    out += fmt::format("prompt tokens: {}, {} from the server's prefix cache ({:.0f}%)", prompt,
+                       cached, 100.0 * cached / prompt);
+    if (j["ttft_cached_s"]["count"].get<size_t>() > 0 &&
+        j["ttft_uncached_s"]["count"].get<size_t>() > 0) {
+      out += fmt::format("; TTFT p50 {} ms with a cached prefix, {} ms without",
+                         ms(j["ttft_cached_s"]["p50"]), ms(j["ttft_uncached_s"]["p50"]));
+    }
+    out += "\n";
+  }
+  const auto& server = j["server"];
+  if (!server["available"].get<bool>()) {
+    return out + fmt::format("server KV pool: not reported ({})\n",
+                             server["unavailable"].get<std::string>());
+  }
+  out += "server KV pool:";
+  for (const auto& [group, use] : server["kv_pool"].items()) {
+    out += fmt::format(" {} {:.0f} blocks, at most {:.0f} in use, {:.0f} cached at the end;", group,
+                       use["blocks"].get<double>(), use["used_peak"].get<double>(),
+                       use["cached_end"].get<double>());
+  }
+  out += fmt::format(" {:.0f} preemptions", server["preemptions"].get<double>());
+  if (server["prefix_cache_hit_rate"].get<double>() >= 0) {
+    out += fmt::format("; prefix-cache hit rate {:.0f}% since the server started",
+                       100 * server["prefix_cache_hit_rate"].get<double>());
+  }
+  return out + "\n";
+}
 
 std::string distribution_row(const char* name, const nlohmann::json& d) {
   if (d["count"].get<size_t>() == 0) return fmt::format("  {:<14} (no samples)\n", name);
@@ -161,6 +218,7 @@ std::string report_text(const nlohmann::json& j) {
                      tp["total_tokens_per_second"].get<double>(),
                      j["tokens"]["in_window"].get<double>(), stream["p50"].get<double>(),
                      stream["p95"].get<double>(), stream["mean"].get<double>());
+  out += server_text(j);
   out += fmt::format("errors: {}\n", counts(j["errors"]));
   for (const auto& [kind, detail] : j["error_examples"].items())
     out += fmt::format("  {}: {}\n", kind, detail.get<std::string>());

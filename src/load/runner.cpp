@@ -37,7 +37,7 @@ void configure(httplib::Client& client, double timeout) {
 // The outcome of one HTTP attempt.
 struct Attempt {
   std::vector<double> token_times;
-  int64_t completion_tokens = -1, prompt_tokens = -1;  // from usage
+  int64_t completion_tokens = -1, prompt_tokens = -1, cached_tokens = -1;  // from usage
   std::string error, detail;
 };
 
@@ -112,6 +112,7 @@ class Driver {
       r.completion_tokens = r.usage_reported ? attempt.completion_tokens
                                              : static_cast<int64_t>(r.token_times.size());
       r.prompt_tokens = attempt.prompt_tokens;
+      r.cached_tokens = attempt.cached_tokens;
       records.push_back(std::move(r));
       // A refused connection fails at once: pause so a dead server is not hammered in a loop.
       if (attempt.error == "connect") std::this_thread::sleep_for(micros(0.1));
@@ -147,6 +148,7 @@ class Driver {
         const StreamEvent e = interpret_event(event_data);
         if (e.completion_tokens >= 0) a.completion_tokens = e.completion_tokens;
         if (e.prompt_tokens >= 0) a.prompt_tokens = e.prompt_tokens;
+        if (e.cached_tokens >= 0) a.cached_tokens = e.cached_tokens;
         switch (e.kind) {
           case StreamEvent::Kind::kTokens: a.token_times.push_back(t); break;
           case StreamEvent::Kind::kEmpty: break;
@@ -250,7 +252,10 @@ util::Result<LoadRun> run_load(const LoadOptions& options) {
   LoadRun run;
   run.model = options.model;
   Driver driver(options, run.model);
+  MetricsSampler sampler(options.endpoint.origin, options.api_key);
+  sampler.start();
   run.records = driver.run();
+  run.server = sampler.stop();
   run.window_start = options.warmup;
   if (options.duration > 0) {
     run.window_end = options.warmup + options.duration;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "load/mix.h"
+#include "load/server_metrics.h"
 #include "load/stats.h"
 #include "util/result.h"
 
@@ -38,6 +39,7 @@ struct LoadRun {
   std::string model;  // the model sent (empty: none)
   std::vector<RequestRecord> records;
   double window_start = 0, window_end = 0;
+  ServerMetrics server;  // what the server's /metrics said: its KV pool, preemptions
 };
 
 // The first model GET {prefix}/models lists: nullopt when the server answers without one (or

@@ -52,6 +52,11 @@ StreamEvent interpret_event(std::string_view data) {
       event.completion_tokens = u["completion_tokens"].get<int64_t>();
     if (u.contains("prompt_tokens") && u["prompt_tokens"].is_number_integer())
       event.prompt_tokens = u["prompt_tokens"].get<int64_t>();
+    if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object()) {
+      const auto& d = u["prompt_tokens_details"];
+      if (d.contains("cached_tokens") && d["cached_tokens"].is_number_integer())
+        event.cached_tokens = d["cached_tokens"].get<int64_t>();
+    }
   }
   if (!j.contains("choices") || !j["choices"].is_array())
     return malformed("a chunk has no \"choices\" array");

@@ -14,6 +14,7 @@ struct StreamEvent {
   Kind kind = Kind::kEmpty;
   int64_t completion_tokens = -1;  // from "usage" when this event carries it
   int64_t prompt_tokens = -1;
+  int64_t cached_tokens = -1;  // usage.prompt_tokens_details.cached_tokens (the prefix cache)
   std::string detail;  // the error message (kError) or what is wrong (kMalformed)
 };
 

@@ -44,7 +44,7 @@ Summary summarize(const std::vector<RequestRecord>& records, double window_start
   s.window_start = window_start;
   s.window_end = window_end;
   for (const auto& r : records) s.run_end = std::max(s.run_end, r.end);
-  std::vector<double> ttft, itl, e2e, stream_rates;
+  std::vector<double> ttft, itl, e2e, stream_rates, ttft_cached, ttft_uncached;
   for (const auto& r : records) {
     const double weight = chunk_weight(r);
     for (double t : r.token_times) {
@@ -64,8 +64,13 @@ Summary summarize(const std::vector<RequestRecord>& records, double window_start
     ++s.succeeded;
     s.completion_tokens += r.completion_tokens;
     if (r.prompt_tokens > 0) s.prompt_tokens += r.prompt_tokens;
+    if (r.cached_tokens > 0) s.cached_tokens += r.cached_tokens;
     e2e.push_back(r.end - r.start);
-    if (r.ttft >= 0) ttft.push_back(r.ttft);
+    if (r.ttft >= 0) {
+      ttft.push_back(r.ttft);
+      if (r.cached_tokens >= 0)
+        (r.cached_tokens > 0 ? ttft_cached : ttft_uncached).push_back(r.ttft);
+    }
     for (size_t i = 1; i < r.token_times.size(); ++i)
       itl.push_back(r.token_times[i] - r.token_times[i - 1]);
     if (r.token_times.size() >= 2 && r.token_times.back() > r.token_times.front()) {
@@ -74,6 +79,8 @@ Summary summarize(const std::vector<RequestRecord>& records, double window_start
     }
   }
   s.ttft = distribution(std::move(ttft));
+  s.ttft_cached = distribution(std::move(ttft_cached));
+  s.ttft_uncached = distribution(std::move(ttft_uncached));
   s.itl = distribution(std::move(itl));
   s.e2e = distribution(std::move(e2e));
   s.stream_tokens_per_second = distribution(std::move(stream_rates));

@@ -18,6 +18,7 @@ struct RequestRecord {
   std::vector<double> token_times;  // arrival of each token-carrying chunk of the last attempt
   int64_t completion_tokens = 0;    // usage.completion_tokens, else token_times.size()
   int64_t prompt_tokens = -1;       // usage.prompt_tokens when reported
+  int64_t cached_tokens = -1;       // usage.prompt_tokens_details.cached_tokens when reported
   bool usage_reported = false;
   std::string error;                // empty when it succeeded, else its kind (error_kinds)
   std::string error_detail;
@@ -57,6 +58,8 @@ struct Summary {
   Distribution stream_tokens_per_second;   // each measured success: (tokens−1) / (last−first token)
   double tokens_in_window = 0, total_tokens_per_second = 0;
   int64_t completion_tokens = 0, prompt_tokens = 0;  // summed over measured successes
+  int64_t cached_tokens = 0;  // of the prompt tokens, served by the server's prefix cache
+  Distribution ttft_cached, ttft_uncached;  // TTFT of requests with and without a cache hit
   std::map<std::string, int> errors;       // kind → measured requests that failed with it
   std::map<std::string, int> retries;      // kind → retried attempts (measured requests)
   std::vector<Bucket> series;

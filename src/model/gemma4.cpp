@@ -236,6 +236,7 @@ void Gemma4::per_layer_inputs(const Batch& batch) {
   ops.rmsnorm(m.s.ple, ple_proj_norm_, m.s.ple, P, T * spec_.n_layer, spec_.rms_eps);
   ops.add(m.s.ple, m.s.ple_tmp, T * LP);
   ops.scale(m.s.ple, 1.0f / std::sqrt(2.0f), T * LP);
+  lanes_.trace(m, m.s.ple, T, LP, "inp_per_layer");
 }
 
 // §2.3 steps 1–6: x += RMSNorm(W_o · attention(q, cached k, v); post_attention_norm).
@@ -248,6 +249,7 @@ void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const
   const int64_t H = spec_.n_embd;
   const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage.inv_freq(l.il)};
   ops.rmsnorm(s.x, w.attn_norm, s.xb, H, T, spec_.rms_eps);
+  lanes_.trace(lane, s.xb, T, H, "attn_norm", l.il);
   ops.matmul(w.wq, s.xb, s.q, T);
   ops.rmsnorm(s.q, w.q_norm, s.q, l.head_dim, static_cast<int64_t>(T) * l.n_head, spec_.rms_eps);
   ops.rope(s.q, T, l.n_head, l.head_dim, stage.pos(), rope);
@@ -263,9 +265,12 @@ void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const
     ops.rope(s.k, T, l.n_head_kv, l.head_dim, stage.pos(), rope);
     ops.rmsnorm(s.v, nullptr, s.v, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv,
                 spec_.rms_eps);
+    lanes_.trace(lane, s.k, T, l.kv_dim(), "Kcur", l.il);
+    lanes_.trace(lane, s.v, T, l.kv_dim(), "Vcur", l.il);
     stage.put_kv_destinations(s.kv_dst, l.il, batch, cache);
     ops.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s.k, s.v, s.kv_dst, T);
   }
+  lanes_.trace(lane, s.q, T, l.q_dim(), "Qcur", l.il);
   // A shared layer reads its source layer's cache with its own window rule (§2.6).
   stage.put_kv_spans(s.kv_span, l.il, batch, cache);
   ops.attention({.n_tokens = T,
@@ -279,7 +284,9 @@ void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const
                  .scale = spec_.attention_scale});
   ops.matmul(w.wo, s.att, s.xb2, T);
   ops.rmsnorm(s.xb2, w.post_attn_norm, s.xb2, H, T, spec_.rms_eps);
+  lanes_.trace(lane, s.xb2, T, H, "attn_out", l.il);
   ops.add(s.x, s.xb2, T * H);
+  lanes_.trace(lane, s.x, T, H, "ffn_inp", l.il);
 }
 
 // §2.3 step 7, dense MLP: xb2 = W_down · (gelu(W_gate · f) ⊙ (W_up · f)), f = RMSNorm(h_mid;
@@ -395,6 +402,7 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
   L& m = lanes_.main();
   // §2.1: x0 = E[t]·√H
   m.ops->get_rows(token_embd_, m.stage.tokens(), T, spec_.embed_scale, m.s.x);
+  lanes_.trace(m, m.s.x, T, H, "inp_embd");
   if (spec_.n_embd_per_layer > 0) per_layer_inputs(batch);
   L* at = &m;
   for (const auto& l : spec_.layers) {
@@ -407,10 +415,12 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
     ffn_dense(lane, l, w, T);
     if (l.is_moe()) ffn_moe(lane, l, w.moe, T);
     ops.rmsnorm(lane.s.xb2, w.post_ffw_norm, lane.s.xb2, H, T, spec_.rms_eps);
+    lanes_.trace(lane, lane.s.xb2, T, H, "ffn_out", l.il);
     ops.add(lane.s.x, lane.s.xb2, T * H);
     if (spec_.n_embd_per_layer > 0) inject_ple(lane, w, l.il, T);
     // §2.3 step 9: the layer scalar multiplies the whole residual stream, not just the branch.
     if (w.output_scale != 1.0f) ops.scale(lane.s.x, w.output_scale, T * H);
+    lanes_.trace(lane, lane.s.x, T, H, "l_out", l.il);
   }
   if (at != &m) cross(*at, m, T);
   lanes_.layers_done();
@@ -419,6 +429,7 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
   const int n_out = gather_output_rows(batch, rows);
   for (int i = 0; i < n_out; ++i) m.ops->copy(m.s.xb + i * H, m.s.x + rows[i] * H, H);
   m.ops->rmsnorm(m.s.xb, output_norm_, m.s.xb, H, n_out, spec_.rms_eps);
+  lanes_.trace(m, m.s.xb, n_out, H, "result_norm");
   m.stage.logits(output_, m.s.xb, n_out, spec_.final_logit_softcap, logits);
   return lanes_.status();
 }

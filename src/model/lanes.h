@@ -1,7 +1,7 @@
 // model::Lanes — the backends one forward pass runs on. A model runs on one lane (the backend
-// load_model was given) unless LoadOptions splits it: then layers [0, n_host_layers) — and, with
-// ple_on_host, Gemma 4's per-layer-embedding lookup, with experts_on_host the MoE experts — run on
-// a host lane (options.host, the CPU backend, in host memory) and everything else on the main
+// load_model was given) unless its placement (LoadOptions::placement, the plan's) is split: then
+// the parts placed on the host — layers, Gemma 4's per-layer-embedding lookup, MoE experts — run
+// on a host lane (options.host, the CPU backend, in host memory) and everything else on the main
 // lane (a GPU). Each lane has its own staging (Stage), activations and tensor binding; where
 // consecutive steps change lanes the activations they hand over cross with one copy
 // (Lanes::cross), the copies the planner counts.
@@ -39,22 +39,22 @@ class Lanes {
 
   util::Status init(const gguf::File& file, kernels::Backend& main, const Spec& spec,
                     const LoadOptions& options) {
-    n_host_layers_ = options.host != nullptr ? options.n_host_layers : 0;
-    ple_on_host_ = options.host != nullptr && options.ple_on_host;
-    experts_on_host_ = options.host != nullptr && options.experts_on_host;
-    const bool split = n_host_layers_ > 0 || ple_on_host_ || experts_on_host_;
-    if (split && !options.host->host_memory()) {
+    placement_ = options.placement;
+    trace_ = options.trace;
+    const bool split = placement_.split();
+    if (split && (options.host == nullptr || !options.host->host_memory())) {
       return util::errorf(
-          "model: the host lane needs a backend that computes in host memory, not {}",
-          options.host->name());
+          "model: the placement runs parts on the host, which needs a backend computing in host "
+          "memory, not {}",
+          options.host ? options.host->name() : "none");
     }
     if (split && main.host_memory()) {
       return util::errorf("model: a split run needs a device backend for the main lane, not {}",
                           main.name());
     }
-    if (n_host_layers_ > static_cast<int>(spec.layers.size())) {
-      return util::errorf("model: {} host layers, but the model has {}", n_host_layers_,
-                          spec.layers.size());
+    if (!placement_.layer_device.empty() && placement_.layer_device.size() != spec.layers.size()) {
+      return util::errorf("model: the placement lists {} layers, but the model has {}",
+                          placement_.layer_device.size(), spec.layers.size());
     }
     n_lanes_ = split ? 2 : 1;
     lanes_[0].ops = &main;
@@ -83,11 +83,11 @@ class Lanes {
   }
 
   L& main() { return lanes_[0]; }
-  // Where layer il runs, and where the per-layer-embedding table is looked up.
-  L& of_layer(int il) { return il < n_host_layers_ ? lanes_[1] : lanes_[0]; }
-  L& of_ple_table() { return ple_on_host_ ? lanes_[1] : lanes_[0]; }
-  // Where the MoE experts of layer il run: the host lane with experts_on_host, else the layer's.
-  L& of_experts(int il) { return experts_on_host_ ? lanes_[1] : of_layer(il); }
+  // Where layer il runs, where the per-layer-embedding table is looked up, and where the MoE
+  // experts of layer il run: as placed.
+  L& of_layer(int il) { return of_device(placement_.layer(il)); }
+  L& of_ple_table() { return of_device(placement_.ple_device); }
+  L& of_experts(int il) { return of_device(placement_.experts(il)); }
 
   void begin(const Batch& batch, kv::Cache& cache) {
     for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.begin(batch, cache);
@@ -122,6 +122,18 @@ class Lanes {
     if (!s && error_.ok()) error_ = std::move(s);
   }
 
+  // Hands the intermediate `name` of layer il — rows [n_tokens][width] at x in `lane`'s memory —
+  // to the trace hook, read back first when the lane is a device's. Without a hook: nothing.
+  void trace(L& lane, const float* x, int n_tokens, int64_t width, std::string_view name,
+             int il = -1) {
+    if (!trace_) return;
+    trace_({.name = name,
+            .layer = il,
+            .n_tokens = n_tokens,
+            .width = width,
+            .data = lane.stage.read(x, static_cast<int>(n_tokens * width))});
+  }
+
   size_t workspace_bytes() const {
     size_t total = 0;
     for (int i = 0; i < n_lanes_; ++i) total += lanes_[i].buffer.size();
@@ -130,11 +142,14 @@ class Lanes {
   size_t placed_bytes() const { return lanes_[0].stage.placed_bytes(); }
 
  private:
+  L& of_device(int device) {
+    return n_lanes_ > 1 && device != placement_.main_device ? lanes_[1] : lanes_[0];
+  }
+
   std::array<L, 2> lanes_;  // [0]: main, [1]: host (split runs)
   int n_lanes_ = 1;
-  int n_host_layers_ = 0;
-  bool ple_on_host_ = false;
-  bool experts_on_host_ = false;
+  Placement placement_;
+  TraceHook trace_;
   util::Status error_;
 };
 

@@ -109,6 +109,7 @@ class Llama final : public Model {
     // x = token_embd[tokens]
     L& m = lanes_.main();
     m.ops->get_rows(token_embd_, m.stage.tokens(), T, 1.0f, m.s.x);
+    lanes_.trace(m, m.s.x, T, H, "inp_embd");
     L* at = &m;
     for (const auto& l : spec_.layers) {
       L& lane = lanes_.of_layer(l.il);
@@ -123,6 +124,7 @@ class Llama final : public Model {
     const int n_out = gather_output_rows(batch, rows);
     for (int i = 0; i < n_out; ++i) m.ops->copy(m.s.xb + i * H, m.s.x + rows[i] * H, H);
     m.ops->rmsnorm(m.s.xb, output_norm_, m.s.xb, H, n_out, spec_.rms_eps);
+    lanes_.trace(m, m.s.xb, n_out, H, "result_norm");
     m.stage.logits(output_, m.s.xb, n_out, 0.0f, logits);
     return lanes_.status();
   }
@@ -139,12 +141,16 @@ class Llama final : public Model {
     const int64_t H = spec_.n_embd;
     // Attention block: xb = rmsnorm(x); q, k, v projections; RoPE on q and k.
     ops.rmsnorm(s.x, w.attn_norm, s.xb, H, T, spec_.rms_eps);
+    lanes_.trace(lane, s.xb, T, H, "attn_norm", l.il);
     ops.matmul(w.wq, s.xb, s.q, T);
     ops.matmul(w.wk, s.xb, s.k, T);
     ops.matmul(w.wv, s.xb, s.v, T);
     const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage.inv_freq(l.il)};
     ops.rope(s.q, T, l.n_head, l.head_dim, stage.pos(), rope);
     ops.rope(s.k, T, l.n_head_kv, l.head_dim, stage.pos(), rope);
+    lanes_.trace(lane, s.q, T, l.q_dim(), "Qcur", l.il);
+    lanes_.trace(lane, s.k, T, l.kv_dim(), "Kcur", l.il);
+    lanes_.trace(lane, s.v, T, l.kv_dim(), "Vcur", l.il);
     // K and V go into the cache (quantized as stored); attention reads them back from there.
     stage.put_kv_destinations(s.kv_dst, l.il, batch, cache);
     stage.put_kv_spans(s.kv_span, l.il, batch, cache);
@@ -159,14 +165,18 @@ class Llama final : public Model {
                    .window = l.window,
                    .scale = spec_.attention_scale});
     ops.matmul(w.wo, s.att, s.xb2, T);
+    lanes_.trace(lane, s.xb2, T, H, "attn_out", l.il);
     ops.add(s.x, s.xb2, T * H);
+    lanes_.trace(lane, s.x, T, H, "ffn_inp", l.il);
     // Feed-forward block: x += W_down · (silu(W_gate · xb) ⊙ (W_up · xb)).
     ops.rmsnorm(s.x, w.ffn_norm, s.xb, H, T, spec_.rms_eps);
     ops.matmul(w.w_gate, s.xb, s.hb, T);
     ops.matmul(w.w_up, s.xb, s.hb2, T);
     ops.silu_mul(s.hb, s.hb2, s.hb, l.n_ff, T, l.n_ff);
     ops.matmul(w.w_down, s.hb, s.xb2, T);
+    lanes_.trace(lane, s.xb2, T, H, "ffn_out", l.il);
     ops.add(s.x, s.xb2, T * H);
+    lanes_.trace(lane, s.x, T, H, "l_out", l.il);
   }
 
   Spec spec_;

@@ -1,14 +1,17 @@
 // model::Model — a loaded architecture: bound weights plus its forward pass over a batch.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "gguf/file.h"
 #include "kernels/ops.h"
 #include "kv/cache.h"
 #include "kv/geometry.h"
+#include "model/placement.h"
 #include "model/spec.h"
 #include "model/weights.h"
 #include "util/aligned_buffer.h"
@@ -25,6 +28,21 @@ struct Batch {
   std::span<const uint8_t> output;  // [T] 1 where logits are wanted; empty = last token only
   int size() const { return static_cast<int>(tokens.size()); }
 };
+
+// A named intermediate of a forward pass, with llama.cpp's names (attn_norm, Qcur, Kcur, Vcur,
+// attn_out, ffn_inp, ffn_out, l_out, result_norm) so dumps line up with a reference: rows
+// [n_tokens][width] of the pass's tokens, in host memory, valid during the call; layer -1 for
+// the whole model's.
+struct TracedTensor {
+  std::string_view name;
+  int layer = -1;
+  int n_tokens = 0;
+  int64_t width = 0;
+  const float* data = nullptr;
+};
+// Sees every traced tensor of every pass (LoadOptions::trace). Tracing reads device tensors back,
+// so it is for finding where two computations diverge, not for speed.
+using TraceHook = std::function<void(const TracedTensor&)>;
 
 // Per-layer cache geometry of a model, in the form the KV cache and the planner read.
 std::vector<kv::LayerGeometry> kv_layers(const Spec& spec);
@@ -47,14 +65,13 @@ struct LoadOptions {
   int max_batch = 512;  // largest micro-batch the workspace is sized for
   // Null: weights stay in the host mapping, or go to the backend's memory when it has its own.
   TensorPlacer* placer = nullptr;
-  // Split runs (model/lanes.h): `host`, a backend computing in host memory, runs layers
-  // [0, n_host_layers), with ple_on_host the per-layer-embedding lookup and with experts_on_host
-  // the MoE experts, on weights in the file mapping; the device backend given to load_model runs
-  // the rest. Null: no split.
+  // Where each part runs (model/lanes.h): the parts `placement` puts on the host (device 0) while
+  // its main device is another (a split run) run on `host`, a backend computing in host memory,
+  // on weights in the file mapping; the backend given to load_model runs the rest. An empty
+  // placement (or no host backend) runs everything there.
   kernels::Backend* host = nullptr;
-  int n_host_layers = 0;
-  bool ple_on_host = false;
-  bool experts_on_host = false;
+  Placement placement;
+  TraceHook trace;  // null: no tracing, and a traced step costs one test of this
 };
 
 // Binds weights and builds the architecture's forward pass on `backend`.

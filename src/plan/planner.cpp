@@ -13,14 +13,6 @@
 namespace plan {
 namespace {
 
-bool is_ple_table(const WeightItem& w) {
-  return w.name == "per_layer_token_embd.weight";
-}
-
-int layer_device(int il, const Request& r, bool has_gpu) {
-  return has_gpu && il >= r.n_cpu_layers ? 1 : 0;
-}
-
 uint64_t tokenizer_bytes(const gguf::File& file) {
   uint64_t bytes = 0;
   for (const char* key : {"tokenizer.ggml.tokens", "tokenizer.ggml.merges"}) {
@@ -35,12 +27,26 @@ uint64_t tokenizer_bytes(const gguf::File& file) {
 
 }  // namespace
 
-int weight_device(const WeightItem& w, const Request& r, bool has_gpu) {
-  if (!has_gpu) return 0;
-  if (r.ple_on_host && is_ple_table(w)) return 0;
-  if (r.experts_on_host && w.cls == model::TensorClass::kExperts && w.layer >= 0) return 0;
-  if (w.layer >= 0 && w.layer < r.n_cpu_layers) return 0;
-  return 1;
+int default_context(const model::Spec& spec) {
+  return std::min(spec.n_ctx_train, 4096);
+}
+
+int logit_rows(const Request& r) {
+  return r.logits_all_positions ? r.n_ubatch : std::min(r.n_slots, r.n_ubatch);
+}
+
+int Plan::device_of(const WeightItem& w) const {
+  if (w.name == "per_layer_token_embd.weight") return placement.ple_device;
+  if (w.layer < 0) return placement.main_device;
+  if (w.cls == model::TensorClass::kExperts) return placement.experts(w.layer);
+  return placement.layer(w.layer);
+}
+
+int Plan::kv_positions() const {
+  for (const auto& g : kv_groups) {
+    if (!g.sliding) return g.n_blocks * kv_config.block_cells;
+  }
+  return 0;
 }
 
 std::string_view item_kind_name(ItemKind kind) {
@@ -92,19 +98,13 @@ std::string Plan::refusal() const {
   return text + " or add --fit to apply the first automatic one";
 }
 
-util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
-  const model::Spec& spec = in.spec;
-  if (in.devices.empty()) return util::errorf("plan: no devices");
-  if (r.n_ctx <= 0 || r.n_slots <= 0 || r.n_ubatch <= 0) {
-    return util::errorf("plan: context {}, slots {} and micro-batch {} must be positive", r.n_ctx,
-                        r.n_slots, r.n_ubatch);
-  }
-  Plan p;
-  p.request = r;
-  // Only placeable devices take bytes; the present GPUs headroom cannot run on are named once
-  // per reason (usually one: no GPU backend in this build, or no driver).
+namespace {
+
+// Only placeable devices take bytes; the present GPUs headroom cannot run on are named once per
+// reason (usually one: no GPU backend in this build, or no driver).
+util::Status choose_devices(Plan& p, const std::vector<Device>& devices) {
   std::vector<std::pair<std::string, std::string>> unused_gpus;  // reason → names
-  for (const Device& d : in.devices) {
+  for (const Device& d : devices) {
     if (d.placeable) {
       p.devices.push_back(d);
       continue;
@@ -125,12 +125,36 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   if (p.devices.empty() || p.devices[0].kind != DeviceKind::kCpu) {
     return util::errorf("plan: the first device must be the CPU");
   }
-  const bool has_gpu = p.uses_gpu();
-  p.request.n_ubatch = std::min(r.n_ubatch, r.n_ctx);
-  HR_TRY(fit_media_batch(in, p));
+  return {};
+}
 
-  // Weights, by class and device.
-  const Inventory inv = inventory(in.file, spec);
+// A layer reading another's KV cache must compute where that cache lives: name the nearest
+// splits that keep every such pair together.
+util::Status check_split(const Request& r, const std::vector<kv::LayerGeometry>& layers,
+                         int n_layer) {
+  if (r.n_cpu_layers > n_layer) {
+    return util::errorf("plan: --cpu-layers {}, but the model has {} layers — use at most {}",
+                        r.n_cpu_layers, n_layer, n_layer);
+  }
+  auto splits = [&](int n) {
+    return std::none_of(layers.begin(), layers.end(),
+                        [&](const kv::LayerGeometry& l) { return (l.il < n) != (l.source < n); });
+  };
+  if (r.n_cpu_layers <= 0 || splits(r.n_cpu_layers)) return {};
+  int below = r.n_cpu_layers, above = r.n_cpu_layers;
+  while (below > 0 && !splits(below)) --below;
+  while (above < n_layer && !splits(above)) ++above;
+  const auto across = std::find_if(layers.begin(), layers.end(), [&](const kv::LayerGeometry& l) {
+    return (l.il < r.n_cpu_layers) != (l.source < r.n_cpu_layers);
+  });
+  return util::errorf(
+      "plan: --cpu-layers {} separates layer {} from layer {}, whose KV cache it reads — use "
+      "--cpu-layers {} or {}",
+      r.n_cpu_layers, across->il, across->source, below, above);
+}
+
+// Weights, by class and device.
+void add_weights(Plan& p, const Inventory& inv) {
   for (int d = 0; d < static_cast<int>(p.devices.size()); ++d) {
     for (int c = 0; c < model::kTensorClassCount; ++c) {
       Item item{.name = std::string(model::tensor_class_name(static_cast<model::TensorClass>(c))),
@@ -138,7 +162,7 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
                 .weight_class = static_cast<model::TensorClass>(c),
                 .device = d};
       for (const auto& w : inv.weights) {
-        if (w.used && w.cls == item.weight_class && weight_device(w, r, has_gpu) == d) {
+        if (w.used && w.cls == item.weight_class && p.device_of(w) == d) {
           item.bytes += w.bytes;
           item.bytes_per_token += w.bytes_per_token;
         }
@@ -146,27 +170,151 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
       if (item.bytes > 0) p.items.push_back(item);
     }
   }
+}
 
-  // KV cache, per layer kind and device, exactly as kv::Cache will allocate it.
-  const auto layers = model::kv_layers(spec);
-  p.kv_config = {.n_ctx = r.n_ctx,
-                 .n_ubatch = p.request.n_ubatch,
-                 .n_slots = r.n_slots,
-                 .k_type = r.k_type,
-                 .v_type = r.v_type};
+// Activations for one micro-batch on each device that computes layers: the forward pass's
+// workspace, plus the CPU kernels' activation scratch (matmul converts a micro-batch to 8-bit
+// partner rows; kernels::cpu::CpuBackend holds it). A GPU's kernels hold no scratch of their own.
+// Logits only for the rows a step computes them for.
+void add_activations(Plan& p, const PlanInput& in) {
+  const Request& r = p.request;
+  const model::Spec& spec = in.spec;
+  const int threads = r.n_threads > 0 ? r.n_threads : physical_cores();
+  const uint64_t workspace = model::workspace_bytes(spec, r.n_ubatch);
+  // The widest matrix product: the model's, or a media encoder's (plan/media.h).
+  const int64_t cols = std::max(model::max_matmul_cols(spec), media_matmul_cols(in, r));
+  const uint64_t cpu_scratch =
+      r.reference_kernels ? 0 : kernels::cpu::matmul_scratch_bytes(r.n_ubatch, cols, threads);
+  const int main = p.placement.main_device;
+  if (main != 0) {
+    p.items.push_back({.name = "activations",
+                       .kind = ItemKind::kActivations,
+                       .device = main,
+                       .bytes = workspace});
+  }
+  if (main == 0 || p.placement.split()) {
+    p.items.push_back({.name = "activations",
+                       .kind = ItemKind::kActivations,
+                       .device = 0,
+                       .bytes = workspace + cpu_scratch});
+  }
+  p.items.push_back({.name = "logits",
+                     .kind = ItemKind::kLogits,
+                     .device = 0,
+                     .bytes = static_cast<uint64_t>(logit_rows(r)) * spec.n_vocab * sizeof(float)});
+}
+
+// K/V storage bytes per block of each group on device d, and of every group's block on all.
+std::vector<uint64_t> block_bytes_on(const Plan& p, const std::vector<kv::LayerGeometry>& layers,
+                                     int d) {
+  std::vector<uint64_t> out(p.kv_groups.size(), 0);
+  const kv::CacheConfig& c = p.kv_config;
+  for (const auto& l : layers) {
+    if (!l.owns() || p.placement.layer(l.il) != d) continue;
+    for (size_t g = 0; g < p.kv_groups.size(); ++g) {
+      if (p.kv_groups[g].sliding == l.sliding &&
+          p.kv_groups[g].window == (l.sliding ? l.window : 0))
+        out[g] += static_cast<uint64_t>(c.block_cells) *
+                  (kv::row_bytes(c.k_type, l.kv_dim()) + kv::row_bytes(c.v_type, l.kv_dim()));
+    }
+  }
+  return out;
+}
+
+// The full-attention pool's size in blocks: from --kv-budget, else from what each device's
+// budget leaves once everything else (sliding rings and bookkeeping included) is placed — at most
+// every slot at its full context, at least one context (below that the plan does not fit). Items
+// other than the KV cache and its bookkeeping must already be in the plan.
+util::Status size_kv_pool(Plan& p, const std::vector<kv::LayerGeometry>& layers) {
+  const Request& r = p.request;
   HR_ASSIGN_OR_RETURN(p.kv_groups, kv::plan_groups(layers, p.kv_config));
+  const auto full = std::find_if(p.kv_groups.begin(), p.kv_groups.end(),
+                                 [](const kv::GroupGeometry& g) { return !g.sliding; });
+  if (full == p.kv_groups.end()) {
+    p.kv_budget_source = "sliding-window rings only: a ring per slot";
+    return {};
+  }
+  const size_t fg = static_cast<size_t>(full - p.kv_groups.begin());
+  const int one_context = full->blocks_per_sequence;
+  const int all_slots = one_context * r.n_slots;
+  uint64_t sliding_bytes = 0;
+  for (const auto& g : p.kv_groups) sliding_bytes += g.sliding ? g.bytes_per_block * g.n_blocks : 0;
+  int blocks = all_slots;
+  if (r.kv_budget > 0) {
+    blocks = r.kv_budget > sliding_bytes
+                 ? static_cast<int>(std::min<uint64_t>(
+                       (r.kv_budget - sliding_bytes) / full->bytes_per_block, INT32_MAX))
+                 : 0;
+    p.kv_budget_source = fmt::format("--kv-budget {}", util::format_bytes(r.kv_budget));
+    if (blocks < one_context) {
+      p.fits = false;
+      p.problems.push_back(fmt::format(
+          "--kv-budget {} holds {} positions of full-attention KV, less than one context ({}) — "
+          "raise it to {} or lower --ctx",
+          util::format_bytes(r.kv_budget), blocks * p.kv_config.block_cells, r.n_ctx,
+          util::format_bytes(sliding_bytes + one_context * full->bytes_per_block)));
+    }
+  } else {
+    // Bookkeeping grows with the pool: its bytes per block, measured between two pool sizes.
+    auto bookkeeping = [&](int n) {
+      kv::CacheConfig c = p.kv_config;
+      c.pool_blocks.clear();
+      for (const auto& g : p.kv_groups) c.pool_blocks.push_back(g.sliding ? g.n_blocks : n);
+      return kv::bookkeeping_bytes(layers, c);
+    };
+    HR_ASSIGN_OR_RETURN(uint64_t bk_one, bookkeeping(one_context));
+    HR_ASSIGN_OR_RETURN(uint64_t bk_two, bookkeeping(2 * one_context));
+    const uint64_t bk_per_block = (bk_two - bk_one) / one_context;
+    const uint64_t bk_fixed = bk_one - bk_per_block * one_context;
+    p.kv_budget_source =
+        fmt::format("{} slot{} × {} positions", r.n_slots, r.n_slots == 1 ? "" : "s", r.n_ctx);
+    for (int d = 0; d < static_cast<int>(p.devices.size()); ++d) {
+      const auto per_block = block_bytes_on(p, layers, d);
+      uint64_t taken = p.bytes_on(d), block = per_block[fg];
+      for (size_t g = 0; g < p.kv_groups.size(); ++g)
+        taken += p.kv_groups[g].sliding ? per_block[g] * p.kv_groups[g].n_blocks : 0;
+      if (d == 0) {
+        taken += bk_fixed;
+        block += bk_per_block;
+      }
+      if (block == 0) continue;
+      const uint64_t left =
+          p.devices[d].budget_bytes > taken ? p.devices[d].budget_bytes - taken : 0;
+      const int fit = static_cast<int>(std::min<uint64_t>(left / block, INT32_MAX));
+      if (fit < blocks) {
+        blocks = std::max(fit, one_context);  // below one context the budget check refuses
+        p.kv_budget_source = fmt::format("what the {} budget leaves", p.devices[d].name);
+      }
+    }
+  }
+  blocks = std::max(blocks, one_context);
+  p.kv_config.pool_blocks.clear();
+  for (const auto& g : p.kv_groups)
+    p.kv_config.pool_blocks.push_back(g.sliding ? g.n_blocks : blocks);
+  HR_ASSIGN_OR_RETURN(p.kv_groups, kv::plan_groups(layers, p.kv_config));
+  p.kv_budget = 0;
+  for (const auto& g : p.kv_groups) p.kv_budget += g.bytes_per_block * g.n_blocks;
+  if (blocks < all_slots) {
+    p.notes.push_back(fmt::format(
+        "the KV pool holds {} positions, less than {} slots × {}: sequences take blocks as they "
+        "grow, and when the pool runs out the youngest is preempted and resumed later",
+        blocks * p.kv_config.block_cells, r.n_slots, r.n_ctx));
+  }
+  return {};
+}
+
+// The KV cache per device, exactly as kv::Cache will allocate it, and its host bookkeeping.
+util::Status add_kv(Plan& p, const std::vector<kv::LayerGeometry>& layers) {
   for (int d = 0; d < static_cast<int>(p.devices.size()); ++d) {
+    const auto per_block = block_bytes_on(p, layers, d);
+    uint64_t kv_bytes = 0;
+    for (size_t g = 0; g < p.kv_groups.size(); ++g)
+      kv_bytes += per_block[g] * p.kv_groups[g].n_blocks;
+    // Shared layers on this device read a source that may live elsewhere; storage counts owners.
     std::vector<kv::LayerGeometry> mine;
     for (const auto& l : layers) {
-      if (layer_device(l.il, r, has_gpu) == d) mine.push_back(l);
+      if (p.placement.layer(l.il) == d) mine.push_back(l);
     }
-    if (mine.empty()) continue;
-    // Shared layers on this device read a source that may live elsewhere; storage counts owners.
-    std::vector<kv::LayerGeometry> owners;
-    for (const auto& l : mine) {
-      if (l.owns()) owners.push_back(l);
-    }
-    HR_ASSIGN_OR_RETURN(uint64_t kv_bytes, kv::storage_bytes(owners, p.kv_config));
     const uint64_t read = kv::read_bytes_per_token(mine, p.kv_config, 0);
     if (kv_bytes > 0 || read > 0) {
       p.items.push_back({.name = "kv cache",
@@ -176,77 +324,22 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
                          .bytes_per_token = read});
     }
   }
-
-  // A layer reading another's KV cache must compute where that cache lives (kv::Cache refuses a
-  // split between them): name the nearest splits that keep every such pair together.
-  if (has_gpu && r.n_cpu_layers > 0) {
-    auto splits = [&](int n) {
-      return std::none_of(layers.begin(), layers.end(),
-                          [&](const kv::LayerGeometry& l) { return (l.il < n) != (l.source < n); });
-    };
-    if (!splits(r.n_cpu_layers)) {
-      int below = r.n_cpu_layers, above = r.n_cpu_layers;
-      while (below > 0 && !splits(below)) --below;
-      while (above < spec.n_layer && !splits(above)) ++above;
-      const auto across =
-          std::find_if(layers.begin(), layers.end(), [&](const kv::LayerGeometry& l) {
-            return (l.il < r.n_cpu_layers) != (l.source < r.n_cpu_layers);
-          });
-      return util::errorf(
-          "plan: --cpu-layers {} separates layer {} from layer {}, whose KV cache it reads — use "
-          "--cpu-layers {} or {}",
-          r.n_cpu_layers, across->il, across->source, below, above);
-    }
-  }
-
-  // Activations for one micro-batch on each device that computes layers; logits only for the
-  // rows a step samples from (one per running sequence, at most a micro-batch).
-  // The forward pass's workspace, plus the CPU kernels' activation scratch (matmul converts a
-  // micro-batch to 8-bit partner rows; kernels::cpu::CpuBackend holds it).
-  // A GPU's kernels hold no scratch of their own.
-  const int threads = r.n_threads > 0 ? r.n_threads : physical_cores();
-  const uint64_t workspace = model::workspace_bytes(spec, p.request.n_ubatch);
-  const int64_t cols = std::max(model::max_matmul_cols(spec), media_matmul_cols(in, p.request));
-  const uint64_t cpu_scratch =
-      r.reference_kernels ? 0 : kernels::cpu::matmul_scratch_bytes(p.request.n_ubatch, cols, threads);
-  const int compute_device = has_gpu ? 1 : 0;
-  if (has_gpu) {
-    p.items.push_back(
-        {.name = "activations", .kind = ItemKind::kActivations, .device = 1, .bytes = workspace});
-  }
-  if (!has_gpu || r.n_cpu_layers > 0 || r.experts_on_host) {
-    p.items.push_back({.name = "activations",
-                       .kind = ItemKind::kActivations,
-                       .device = 0,
-                       .bytes = workspace + cpu_scratch});
-  }
-  const uint64_t n_out = std::min(r.n_slots, p.request.n_ubatch);
-  p.items.push_back({.name = "logits",
-                     .kind = ItemKind::kLogits,
-                     .device = 0,
-                     .bytes = n_out * static_cast<uint64_t>(spec.n_vocab) * sizeof(float)});
-  // Host structures: tokenizer, KV bookkeeping, sampler state per slot.
   HR_ASSIGN_OR_RETURN(uint64_t bookkeeping, kv::bookkeeping_bytes(layers, p.kv_config));
-  p.items.push_back({.name = "tokenizer",
-                     .kind = ItemKind::kHost,
-                     .device = 0,
-                     .bytes = tokenizer_bytes(in.file)});
   p.items.push_back(
       {.name = "kv bookkeeping", .kind = ItemKind::kHost, .device = 0, .bytes = bookkeeping});
-  p.items.push_back({.name = "samplers",
-                     .kind = ItemKind::kHost,
-                     .device = 0,
-                     .bytes = static_cast<uint64_t>(r.n_slots) * spec.n_vocab * 16});
-  HR_TRY(add_media_items(in, p, threads));
+  return {};
+}
 
-  // Prediction: decode reads every byte it needs once per token; time = bytes / bandwidth per
-  // device, plus the activations that cross between host and GPU.
+// Decode reads every byte it needs once per token; time = bytes / bandwidth per device, plus the
+// activations that cross between host and GPU.
+void predict(Plan& p, const model::Spec& spec, const std::vector<kv::LayerGeometry>& layers) {
+  const Request& r = p.request;
   p.prediction.seconds_per_device.assign(p.devices.size(), 0.0);
   for (const auto& i : p.items) {
     p.prediction.bytes_per_token += i.bytes_per_token;
     p.prediction.seconds_per_device[i.device] += i.bytes_per_token / p.devices[i.device].bandwidth;
   }
-  if (has_gpu) {
+  if (p.uses_gpu()) {
     // What crosses per token (model/lanes.h): with layers on the CPU the residual stream goes
     // there and back, and the per-layer inputs go there once; the per-layer-embedding rows come
     // up from a host table; experts on the host take the router's and their own input down and
@@ -257,9 +350,9 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
     auto copy = [&](double bytes) { return bytes / link + kLatency; };
     double t = 0;
     if (r.n_cpu_layers > 0) t += 2 * copy(x) + (ple > 0 ? copy(ple) : 0);
-    if (r.ple_on_host && ple > 0) t += copy(ple);
-    if (r.experts_on_host) {
-      for (const auto& l : spec.layers) t += l.is_moe() ? 3 * copy(x) : 0;
+    if (p.placement.ple_device != p.placement.main_device && ple > 0) t += copy(ple);
+    for (const auto& l : spec.layers) {
+      if (l.is_moe() && p.placement.experts(l.il) != p.placement.layer(l.il)) t += 3 * copy(x);
     }
     p.prediction.transfer_seconds = t;
   }
@@ -270,9 +363,11 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
   const uint64_t kv_full = kv::read_bytes_per_token(layers, p.kv_config, r.n_ctx - 1);
   const uint64_t kv_zero = kv::read_bytes_per_token(layers, p.kv_config, 0);
   p.prediction.bytes_per_token_full = p.prediction.bytes_per_token + (kv_full - kv_zero);
-  const double kv_device_bw = p.devices[compute_device].bandwidth;
+  const double kv_device_bw = p.compute_device().bandwidth;
   p.prediction.tokens_per_second_full = 1.0 / (seconds + (kv_full - kv_zero) / kv_device_bw);
+}
 
+void check_budgets(Plan& p) {
   for (int d = 0; d < static_cast<int>(p.devices.size()); ++d) {
     const uint64_t used = p.bytes_on(d);
     if (used > p.devices[d].budget_bytes) {
@@ -282,6 +377,56 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& r) {
                                        util::format_bytes(p.devices[d].budget_bytes)));
     }
   }
+}
+
+// The request with its defaults resolved.
+Request resolved(const Request& r, const model::Spec& spec) {
+  Request out = r;
+  if (out.n_ctx <= 0) out.n_ctx = default_context(spec);
+  out.n_ubatch = std::min(out.n_ubatch, out.n_ctx);
+  return out;
+}
+
+}  // namespace
+
+util::Result<Plan> make_plan(const PlanInput& in, const Request& request) {
+  const model::Spec& spec = in.spec;
+  if (in.devices.empty()) return util::errorf("plan: no devices");
+  if (request.n_ctx < 0 || request.n_slots <= 0 || request.n_ubatch <= 0) {
+    return util::errorf("plan: context {}, slots {} and micro-batch {} must be positive",
+                        request.n_ctx, request.n_slots, request.n_ubatch);
+  }
+  Plan p;
+  p.request = resolved(request, spec);
+  const Request& r = p.request;
+  HR_TRY(choose_devices(p, in.devices));
+  HR_TRY(fit_media_batch(in, p));
+  const auto layers = model::kv_layers(spec);
+  if (p.uses_gpu()) HR_TRY(check_split(r, layers, spec.n_layer));
+  p.placement =
+      model::place(spec, p.uses_gpu() ? 1 : 0, r.n_cpu_layers, r.ple_on_host, r.experts_on_host);
+
+  add_weights(p, inventory(in.file, spec));
+  add_activations(p, in);
+  p.items.push_back({.name = "tokenizer",
+                     .kind = ItemKind::kHost,
+                     .device = 0,
+                     .bytes = tokenizer_bytes(in.file)});
+  p.items.push_back({.name = "samplers",
+                     .kind = ItemKind::kHost,
+                     .device = 0,
+                     .bytes = static_cast<uint64_t>(r.n_slots) * spec.n_vocab * 16});
+  HR_TRY(add_media_items(in, p, r.n_threads > 0 ? r.n_threads : physical_cores()));
+  p.kv_config = {.n_ctx = r.n_ctx,
+                 .n_ubatch = r.n_ubatch,
+                 .n_slots = r.n_slots,
+                 .k_type = r.k_type,
+                 .v_type = r.v_type,
+                 .prefix_cache = r.prefix_cache};
+  HR_TRY(size_kv_pool(p, layers));
+  HR_TRY(add_kv(p, layers));
+  predict(p, spec, layers);
+  check_budgets(p);
   return p;
 }
 
@@ -297,19 +442,22 @@ std::string kv_flags(tensor::DType k, tensor::DType v) {
                      lower(gguf::tensor_type_name(v)));
 }
 
-// The largest context (a multiple of 256) that fits, or 0.
+// The largest context that fits, or 0: a multiple of 256, or for contexts under 2048 of an eighth
+// of it (at least a KV block of 16).
 int largest_fitting_context(const PlanInput& in, Request r) {
-  int lo = 0, hi = r.n_ctx / 256 - (r.n_ctx % 256 == 0 ? 1 : 0);
+  int step = 256;
+  while (step > 16 && step * 8 > r.n_ctx) step /= 2;
+  int lo = 0, hi = r.n_ctx / step - (r.n_ctx % step == 0 ? 1 : 0);
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
-    r.n_ctx = mid * 256;
+    r.n_ctx = mid * step;
     auto p = make_plan(in, r);
     if (p && p->fits)
       lo = mid;
     else
       hi = mid - 1;
   }
-  return lo * 256;
+  return lo * step;
 }
 
 void consider(const PlanInput& in, std::vector<Alternative>& out, std::string change,
@@ -435,7 +583,7 @@ std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, con
 util::Result<Plan> plan_with_fit(const PlanInput& in, const Request& request, bool fit) {
   HR_ASSIGN_OR_RETURN(Plan p, make_plan(in, request));
   if (p.fits) return p;
-  p.alternatives = alternatives(in, request, p);
+  p.alternatives = alternatives(in, p.request, p);
   if (!fit) return p;
   for (const auto& a : p.alternatives) {
     if (!a.automatic) continue;

@@ -8,6 +8,7 @@
 #include "gguf/file.h"
 #include "kv/cache.h"
 #include "mm/projector.h"
+#include "model/placement.h"
 #include "model/spec.h"
 #include "plan/devices.h"
 #include "plan/inventory.h"
@@ -16,12 +17,17 @@
 namespace plan {
 
 struct Request {
-  int n_ctx = 4096;
+  int n_ctx = 0;  // 0: the model's training context, at most 4096 (default_context)
   tensor::DType k_type = tensor::DType::kF16;
   tensor::DType v_type = tensor::DType::kF16;
-  int n_slots = 1;
+  int n_slots = 1;  // sequences running at once; a cap on concurrency, not memory
   int n_ubatch = 512;
-  int n_threads = 0;               // CPU threads for the kernels (0 = physical cores)
+  // Bytes of KV cache storage (every group, every device); 0: what the device budgets leave after
+  // everything else, at most what n_slots full contexts need (more could only cache prefixes).
+  uint64_t kv_budget = 0;
+  bool prefix_cache = true;           // keep complete KV blocks for reuse by a later request
+  bool logits_all_positions = false;  // logits of every prompt position (logits, kld)
+  int n_threads = 0;                  // CPU threads for the kernels (0 = physical cores)
   bool reference_kernels = false;  // the scalar reference backend (a baseline), not the CPU kernels
   // Placement changes (defaults keep everything where it is fastest; --fit may set them).
   int n_cpu_layers = 0;      // with a GPU: the first N layers stay on the CPU (partial offload)
@@ -32,6 +38,12 @@ struct Request {
   int image_tokens = 0;
   double audio_seconds = 0;
 };
+
+// The context a request gets without --ctx: the model's training context, at most 4096.
+int default_context(const model::Spec& spec);
+// Rows of logits one step computes: one per sequence sampled, or a whole micro-batch when every
+// prompt position's logits are wanted.
+int logit_rows(const Request& r);
 
 enum class ItemKind { kWeights, kKvCache, kActivations, kLogits, kHost };
 std::string_view item_kind_name(ItemKind kind);
@@ -64,11 +76,16 @@ struct Alternative {
 };
 
 struct Plan {
-  Request request;
+  Request request;  // as asked, with the defaults resolved
   std::vector<Device> devices;
+  // Where each part computes and keeps its weights and KV cache: what the engine executes.
+  model::Placement placement;
   std::vector<Item> items;
+  // The KV cache as kv::Cache allocates it: settings, and each group's pool (pool_blocks).
   kv::CacheConfig kv_config;
   std::vector<kv::GroupGeometry> kv_groups;
+  uint64_t kv_budget = 0;        // bytes of KV storage the pool was sized to
+  std::string kv_budget_source;  // "--kv-budget", or what limited the default
   Prediction prediction;
   bool fits = true;
   std::vector<std::string> problems;      // one per device over budget
@@ -92,6 +109,10 @@ struct Plan {
   bool uses_gpu() const { return devices.size() > 1; }
   const Device& compute_device() const { return devices[uses_gpu() ? 1 : 0]; }
   uint64_t weight_bytes(model::TensorClass cls) const;
+  // The device a weight tensor lives on, as placed.
+  int device_of(const WeightItem& w) const;
+  // Positions of full-attention KV the pool holds (all sequences together).
+  int kv_positions() const;
   // One line: why it does not fit and the alternatives, for refusals.
   std::string refusal() const;
 };
@@ -104,9 +125,6 @@ struct PlanInput {
   const gguf::File* projector_file = nullptr;
   const mm::ProjectorSpec* projector = nullptr;
 };
-
-// Which device a weight tensor lives on under `r`: 0 the CPU, 1 the GPU when there is one.
-int weight_device(const WeightItem& w, const Request& r, bool has_gpu);
 
 // The plan for exactly this request (fits or not, with its problems).
 util::Result<Plan> make_plan(const PlanInput& input, const Request& request);

@@ -37,6 +37,37 @@ std::string media_line(const Plan& p) {
   return out + "\n";
 }
 
+// "KV pool: …" — each group's pool, what a sequence holds of it, and where the size came from.
+std::string format_kv_pool(const Plan& p) {
+  const int bc = p.kv_config.block_cells;
+  std::string out = "\nKV pool: ";
+  if (p.kv_groups.empty()) return out + "none\n";
+  out += fmt::format("{} ({}), blocks of {} positions\n", util::format_bytes(p.kv_budget),
+                     p.kv_budget_source, bc);
+  for (const auto& g : p.kv_groups) {
+    const uint64_t bytes = g.bytes_per_block * g.n_blocks;
+    if (!g.sliding) {
+      const int positions = g.n_blocks * bc;
+      out += fmt::format(
+          "  full-attention layers: {} blocks, {} positions ({:.1f} contexts of {}), {}; taken as "
+          "sequences grow{}\n",
+          g.n_blocks, positions, static_cast<double>(positions) / p.request.n_ctx, p.request.n_ctx,
+          util::format_bytes(bytes),
+          p.kv_config.prefix_cache ? ", kept for prefix reuse until needed" : "");
+    } else {
+      out += fmt::format(
+          "  sliding-window layers (window {}): {} blocks, {}; a ring of {} blocks per running "
+          "sequence (window + micro-batch {} + a block){}\n",
+          g.window, g.n_blocks, util::format_bytes(bytes), g.blocks_per_sequence,
+          p.request.n_ubatch,
+          p.kv_config.prefix_cache
+              ? fmt::format(", and {} per slot for the windows of cached prefixes", g.window_blocks)
+              : "");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_plan(const Plan& p, const model::Spec& spec, const std::string& source) {
@@ -64,21 +95,7 @@ std::string format_plan(const Plan& p, const model::Spec& spec, const std::strin
                        i.bytes_per_token ? util::format_bytes(i.bytes_per_token) : "-");
   }
   out += fmt::format("{:<34} {:<6} {:>12}\n", "total", "", util::format_bytes(total));
-  out += "\nKV cache: ";
-  for (size_t g = 0; g < p.kv_groups.size(); ++g) {
-    const auto& k = p.kv_groups[g];
-    out += fmt::format("{}{} layers {} cells/slot ({} blocks of {})", g ? "; " : "",
-                       k.sliding ? fmt::format("sliding (window {})", k.window) : std::string("full"),
-                       k.sliding ? fmt::format("ring of {}", k.blocks_per_sequence * p.kv_config.block_cells)
-                                 : std::to_string(k.blocks_per_sequence * p.kv_config.block_cells),
-                       k.blocks_per_sequence, p.kv_config.block_cells);
-  }
-  if (p.kv_groups.empty()) out += "none";
-  bool sliding = false;
-  for (const auto& k : p.kv_groups) sliding = sliding || k.sliding;
-  if (sliding) out += fmt::format(" — rings hold W + micro-batch − 1 cells, the {}-cell slack lets a prefill micro-batch "
-                                  "see its full window", p.request.n_ubatch - 1);
-  out += "\n";
+  out += format_kv_pool(p);
   if (p.media.image_tokens > 0 || p.media.audio_tokens > 0) out += media_line(p);
   const Prediction& pr = p.prediction;
   out += fmt::format("\npredicted decode: {:.1f} tok/s at depth 0 ({} read per token), {:.1f} tok/s with the context "
@@ -111,11 +128,18 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
   nlohmann::ordered_json j;
   j["model"] = source;
   j["architecture"] = model::arch_name(spec.arch);
-  j["request"] = {{"ctx", p.request.n_ctx}, {"kv_type_k", lower_type(p.request.k_type)},
-                  {"kv_type_v", lower_type(p.request.v_type)}, {"slots", p.request.n_slots},
-                  {"ubatch", p.request.n_ubatch}, {"cpu_layers", p.request.n_cpu_layers},
-                  {"ple_on_host", p.request.ple_on_host}, {"experts_on_host", p.request.experts_on_host},
-                  {"image_tokens", p.request.image_tokens}, {"audio_seconds", p.request.audio_seconds}};
+  j["request"] = {{"ctx", p.request.n_ctx},
+                  {"kv_type_k", lower_type(p.request.k_type)},
+                  {"kv_type_v", lower_type(p.request.v_type)},
+                  {"slots", p.request.n_slots},
+                  {"ubatch", p.request.n_ubatch},
+                  {"cpu_layers", p.request.n_cpu_layers},
+                  {"ple_on_host", p.request.ple_on_host},
+                  {"experts_on_host", p.request.experts_on_host},
+                  {"kv_budget", p.request.kv_budget},
+                  {"prefix_cache", p.request.prefix_cache},
+                  {"image_tokens", p.request.image_tokens},
+                  {"audio_seconds", p.request.audio_seconds}};
   j["fits"] = p.fits;
   if (!p.applied.empty()) j["fit_applied"] = p.applied;
   j["devices"] = nlohmann::ordered_json::array();
@@ -147,11 +171,24 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
   j["totals"] = {{"weights", p.bytes_of(ItemKind::kWeights)}, {"kv_cache", p.bytes_of(ItemKind::kKvCache)},
                  {"activations", p.bytes_of(ItemKind::kActivations)}, {"logits", p.bytes_of(ItemKind::kLogits)},
                  {"host", p.bytes_of(ItemKind::kHost)}};
+  j["placement"] = {{"main_device", p.placement.main_device},
+                    {"layer_device", p.placement.layer_device},
+                    {"experts_device", p.placement.experts_device},
+                    {"ple_device", p.placement.ple_device}};
+  j["kv_pool"] = {{"bytes", p.kv_budget},
+                  {"source", p.kv_budget_source},
+                  {"positions", p.kv_positions()},
+                  {"prefix_cache", p.kv_config.prefix_cache}};
   j["kv_groups"] = nlohmann::ordered_json::array();
   for (const auto& g : p.kv_groups) {
-    j["kv_groups"].push_back({{"sliding", g.sliding}, {"window", g.window}, {"cells_per_sequence", g.cells_per_sequence},
-                              {"blocks_per_sequence", g.blocks_per_sequence}, {"block_cells", p.kv_config.block_cells},
-                              {"blocks", g.n_blocks}, {"bytes", g.bytes_per_block * g.n_blocks}});
+    j["kv_groups"].push_back({{"sliding", g.sliding},
+                              {"window", g.window},
+                              {"cells_per_sequence", g.cells_per_sequence},
+                              {"blocks_per_sequence", g.blocks_per_sequence},
+                              {"window_blocks", g.window_blocks},
+                              {"block_cells", p.kv_config.block_cells},
+                              {"blocks", g.n_blocks},
+                              {"bytes", g.bytes_per_block * g.n_blocks}});
   }
   j["prediction"] = {{"decode_tokens_per_second", p.prediction.tokens_per_second},
                      {"decode_tokens_per_second_full_context", p.prediction.tokens_per_second_full},

@@ -250,7 +250,8 @@ CompletionRequest parse(const json& body, bool chat, int32_t n_vocab) {
 json usage_json(const Usage& u) {
   return {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens}};
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 json logprobs_json(const ResponseHeader& h, const std::vector<TokenLogprob>* logprobs) {

@@ -66,6 +66,7 @@ struct ResponseHeader {
 struct Usage {
   int prompt_tokens = 0;
   int completion_tokens = 0;
+  int cached_tokens = 0;  // prompt tokens reused from the prefix cache
 };
 
 // "stop", "length"; null while unfinished.

@@ -18,7 +18,9 @@ LoadSnapshot load_of(const engine::Scheduler& scheduler, const kv::Cache& cache)
                     .waiting = scheduler.n_waiting(),
                     .kv_bytes_used = cache.bytes_in_use(),
                     .kv_bytes_total = cache.bytes_allocated(),
-                    .kv_block_tokens = cache.config().block_cells};
+                    .kv_block_tokens = cache.config().block_cells,
+                    .kv_groups = cache.usage(),
+                    .counters = scheduler.counters()};
   // The pool a prefix index would use: the full-attention group's blocks (sliding rings hold a
   // window, not a prefix); with sliding layers only, the first group's.
   for (const kv::GroupGeometry& g : cache.groups()) {

@@ -45,8 +45,17 @@ ServerMetrics::ServerMetrics(telemetry::Registry& r, const std::string& kv_devic
           r.gauge("headroom_http_connections", "Open HTTP connections (read at each scrape).")),
       prompt_tokens(r.counter("headroom_prompt_tokens_total",
                               "Prompt tokens of admitted requests that finished.")),
+      cached_tokens(
+          r.counter("headroom_prompt_tokens_cached_total",
+                    "Of those, tokens whose KV came from the prefix cache instead of a prefill.")),
       generated_tokens(
           r.counter("headroom_generated_tokens_total", "Tokens generated (end tokens included).")),
+      preemptions(r.counter("headroom_preemptions_total",
+                            "Times a running sequence gave its KV blocks back for an older one "
+                            "and resumed later.")),
+      prefix_hit_rate(r.gauge(
+          "headroom_prefix_cache_hit_rate",
+          "Prompt tokens reused from the prefix cache / prompt tokens admitted, since start.")),
       vllm_running(r.gauge("vllm:num_requests_running",
                            "Requests holding a slot (headroom_requests_active, under vLLM's name).",
                            model_label(model_name))),
@@ -86,6 +95,7 @@ void ServerMetrics::record_finished(engine::FinishReason reason,
   finished(reason).inc();
   if (reason == engine::FinishReason::kError) error("engine").inc();
   prompt_tokens.inc(stats.n_prompt);
+  cached_tokens.inc(stats.n_cached);
   generated_tokens.inc(stats.n_generated);
   queue.observe(stats.queue_seconds());
   if (stats.first_token != engine::Clock::time_point{}) ttft.observe(stats.ttft_seconds());
@@ -106,6 +116,12 @@ void ServerMetrics::publish_load(const LoadSnapshot& load) {
   vllm_waiting.set(load.waiting);
   vllm_kv_usage.set(usage);
   vllm_gpu_cache_usage.set(usage);
+  publish_pool(load.kv_groups);
+  preemptions.inc(static_cast<double>(load.counters.preemptions) - preemptions.value());
+  if (load.counters.prompt_tokens > 0) {
+    prefix_hit_rate.set(static_cast<double>(load.counters.cached_tokens) /
+                        static_cast<double>(load.counters.prompt_tokens));
+  }
   if (load.kv_blocks == published_blocks_) return;
   published_blocks_ = load.kv_blocks;  // the pool is fixed: written once
   registry.gauge("headroom_kv_cache_block_size_tokens", "Positions per KV cache block.")
@@ -120,6 +136,25 @@ void ServerMetrics::publish_load(const LoadSnapshot& load) {
               {"num_gpu_blocks", std::to_string(load.kv_blocks)},
               {"model_name", model_name_}})
       .set(1);
+}
+
+void ServerMetrics::publish_pool(const std::vector<kv::PoolUsage>& groups) {
+  static constexpr const char* kStates[] = {"total", "used", "cached"};
+  for (const kv::PoolUsage& g : groups) {
+    auto& gauges = pool_gauges_[g.sliding ? 1 : 0];
+    if (gauges[0] == nullptr) {  // registered once, when the pool is first seen
+      for (int i = 0; i < 3; ++i) {
+        gauges[i] =
+            &registry.gauge("headroom_kv_pool_blocks",
+                            "KV pool blocks by group and state: total, used (held by "
+                            "running sequences), cached (holding a reusable prefix).",
+                            {{"group", g.sliding ? "sliding" : "full"}, {"state", kStates[i]}});
+      }
+    }
+    gauges[0]->set(g.n_blocks);
+    gauges[1]->set(g.held);
+    gauges[2]->set(g.cached);
+  }
 }
 
 }  // namespace server

@@ -4,10 +4,14 @@
 // for vLLM (its model-server protocol), so a pool of headroom replicas plugs in without flags.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <string>
+#include <vector>
 
 #include "engine/request.h"
+#include "engine/scheduler.h"
+#include "kv/cache.h"
 #include "telemetry/metrics.h"
 
 namespace server {
@@ -18,8 +22,10 @@ struct LoadSnapshot {
   int waiting = 0;           // requests queued for a slot or KV room
   size_t kv_bytes_used = 0;  // KV storage in blocks that sequences hold
   size_t kv_bytes_total = 0;
-  int kv_block_tokens = 0;  // positions per KV block
-  int kv_blocks = 0;        // blocks in the pool (the full-attention group's)
+  int kv_block_tokens = 0;               // positions per KV block
+  int kv_blocks = 0;                     // blocks in the pool (the full-attention group's)
+  std::vector<kv::PoolUsage> kv_groups;  // each cache group's pool: blocks held, cached
+  engine::SchedulerCounters counters;    // preemptions, prompt tokens and those the cache served
 };
 
 struct ServerMetrics {
@@ -37,12 +43,18 @@ struct ServerMetrics {
   telemetry::Histogram &ttft, &inter_token, &e2e, &queue;
   telemetry::Gauge &kv_used, &kv_total, &kv_usage, &active, &queued, &slots_total, &slots_used,
       &http_connections;
-  telemetry::Counter &prompt_tokens, &generated_tokens;
+  telemetry::Counter &prompt_tokens, &cached_tokens, &generated_tokens, &preemptions;
+  telemetry::Gauge& prefix_hit_rate;
   // The endpoint picker's names (vLLM's): running and waiting requests, KV use 0–1 (under the
   // current name and the one older pickers read).
   telemetry::Gauge &vllm_running, &vllm_waiting, &vllm_kv_usage, &vllm_gpu_cache_usage;
 
  private:
+  // headroom_kv_pool_blocks{group, state} of each cache group.
+  void publish_pool(const std::vector<kv::PoolUsage>& groups);
+
+  // [full, sliding] × [total, used, cached]
+  std::array<std::array<telemetry::Gauge*, 3>, 2> pool_gauges_{};
   const std::string model_name_;
   int published_blocks_ = -1;  // the cache-config series are written once the pool is known
 };

@@ -107,7 +107,7 @@ std::string ResponseWriter::write_whole(const Taken& taken) {
     return dump_json(generation_failed(taken.error).to_json());
   return dump_json(completion_json(header_, text_, logprobs_ ? &all_logprobs_ : nullptr,
                                    shown_reason(taken.reason),
-                                   {taken.stats.n_prompt, taken.stats.n_generated}));
+                                   {taken.stats.n_prompt, taken.stats.n_generated, taken.stats.n_cached}));
 }
 
 std::string ResponseWriter::write_stream(const Taken& taken) {
@@ -138,7 +138,7 @@ std::string ResponseWriter::write_stream(const Taken& taken) {
   } else {
     out += sse(chunk_json(header_, "", false, nullptr, shown_reason(taken.reason)));
     if (include_usage_)
-      out += sse(usage_chunk_json(header_, {taken.stats.n_prompt, taken.stats.n_generated}));
+      out += sse(usage_chunk_json(header_, {taken.stats.n_prompt, taken.stats.n_generated, taken.stats.n_cached}));
   }
   out += "data: [DONE]\n\n";
   return out;

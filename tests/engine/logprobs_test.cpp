@@ -44,11 +44,11 @@ struct Seen {
 void run(const engine::Request& base, Seen& seen) {
   auto e = engine::Engine::load(
       {.model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
-       .n_ctx = 64,
-       .n_ubatch = 64,
-       .n_slots = 1,
-       .k_type = tensor::DType::kF32,
-       .v_type = tensor::DType::kF32});
+       .request = {.n_ctx = 64,
+                   .k_type = tensor::DType::kF32,
+                   .v_type = tensor::DType::kF32,
+                   .n_slots = 1,
+                   .n_ubatch = 64}});
   ASSERT_TRUE(e.ok()) << e.error().message();
   engine::Scheduler s(**e);
   engine::Request r = base;

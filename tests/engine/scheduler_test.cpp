@@ -13,18 +13,24 @@ struct Golden {
 };
 
 std::vector<Golden> golden_cases() {
-  auto g = nlohmann::json::parse(testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
+  auto g = nlohmann::json::parse(
+      testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
   std::vector<Golden> out;
   for (const auto& c : g["cases"]) {
-    out.push_back({c["prompt_ids"].get<std::vector<int32_t>>(), c["greedy_generated_ids"].get<std::vector<int32_t>>()});
+    out.push_back({c["prompt_ids"].get<std::vector<int32_t>>(),
+                   c["greedy_generated_ids"].get<std::vector<int32_t>>()});
   }
   return out;
 }
 
 std::unique_ptr<engine::Engine> load(int n_slots, int n_ubatch) {
-  auto e = engine::Engine::load({.model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
-                                 .n_ctx = 128, .n_ubatch = n_ubatch, .n_slots = n_slots,
-                                 .k_type = tensor::DType::kF32, .v_type = tensor::DType::kF32});
+  auto e = engine::Engine::load(
+      {.model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
+       .request = {.n_ctx = 128,
+                   .k_type = tensor::DType::kF32,
+                   .v_type = tensor::DType::kF32,
+                   .n_slots = n_slots,
+                   .n_ubatch = n_ubatch}});
   EXPECT_TRUE(e.ok()) << e.error().message();
   return std::move(*e);
 }
@@ -51,9 +57,8 @@ engine::Request greedy(const std::vector<int32_t>& prompt, int max_tokens, Outco
   return r;
 }
 
-void run_until_idle(engine::Scheduler& s) {
-  for (int i = 0; i < 10000 && !s.idle(); ++i) ASSERT_TRUE(s.step().ok());
-  ASSERT_TRUE(s.idle());
+void drain(engine::Scheduler& s) {
+  ASSERT_TRUE(engine::run_until_idle(s).ok());
 }
 
 TEST(Scheduler, AloneMatchesGolden) {
@@ -63,7 +68,7 @@ TEST(Scheduler, AloneMatchesGolden) {
     Outcome out;
     // No limit: generation ends when the context (128, the golden n_positions) is full.
     ASSERT_EQ(s.submit(greedy(g.prompt, -1, out)).refusal, engine::Refusal::kNone);
-    run_until_idle(s);
+    drain(s);
     EXPECT_EQ(out.tokens, g.generated);
     EXPECT_EQ(out.reason, engine::FinishReason::kLength);
     EXPECT_EQ(out.done_calls, 1);
@@ -84,12 +89,13 @@ TEST(Scheduler, ThirtyTwoConcurrentGreedyOutputsEqualAlone) {
       ASSERT_TRUE(s.step().ok());  // later requests join running ones
     }
   }
-  run_until_idle(s);
+  drain(s);
   for (int i = 0; i < 32; ++i) {
     const auto& g = cases[i % 2];
     EXPECT_EQ(outs[i].done_calls, 1) << i;
     ASSERT_EQ(outs[i].tokens.size(), static_cast<size_t>(40 + i)) << i;
-    EXPECT_TRUE(std::equal(outs[i].tokens.begin(), outs[i].tokens.end(), g.generated.begin())) << "request " << i;
+    EXPECT_TRUE(std::equal(outs[i].tokens.begin(), outs[i].tokens.end(), g.generated.begin()))
+        << "request " << i;
   }
   EXPECT_EQ(e->cache().bytes_in_use(), 0u);  // every finished request gave its blocks back
 }
@@ -116,7 +122,7 @@ TEST(Scheduler, CancelFreesTheCacheAtOnce) {
   s.cancel(id);
   ASSERT_TRUE(s.step().ok());
   EXPECT_LT(e->cache().bytes_in_use(), in_use);
-  run_until_idle(s);
+  drain(s);
   EXPECT_EQ(a.reason, engine::FinishReason::kCancelled);
   EXPECT_EQ(b.reason, engine::FinishReason::kLength);
   EXPECT_EQ(a.done_calls + b.done_calls, 2);

@@ -3,7 +3,7 @@
 
 #include <random>
 
-#include "engine/scheduler.h"
+#include "engine/measure.h"
 #include "plan/inventory.h"
 #include "testing/emulated_gpu.h"
 #include "testing/testing.h"
@@ -36,10 +36,10 @@ void expect_agreement(const engine::Verification& v, bool context_filled) {
 TEST(Verify, Stories260KAgreesWithItsPlanAfterLoadAndWhenFull) {
   auto e = engine::Engine::load(
       {.model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
-       .n_ctx = 256,
-       .n_ubatch = 64,
-       .k_type = tensor::DType::kF32,
-       .v_type = tensor::DType::kF32});
+       .request = {.n_ctx = 256,
+                   .k_type = tensor::DType::kF32,
+                   .v_type = tensor::DType::kF32,
+                   .n_ubatch = 64}});
   ASSERT_TRUE(e.ok()) << e.error().message();
   expect_agreement((*e)->verify(), false);
   engine::Scheduler s(**e);
@@ -54,10 +54,9 @@ TEST(Verify, Stories260KAgreesWithItsPlanAfterLoadAndWhenFull) {
 TEST(Verify, RefusesWhatDoesNotFitAndSaysWhatWould) {
   engine::EngineOptions o{
       .model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
-      .n_ctx = 2048,
-      .n_slots = 64};
-  o.devices.cpu_mem =
-      16ull << 20;  // 16 MiB: the weights fit, 64 slots × 2048 positions of KV do not
+      .request = {.n_ctx = 2048, .n_slots = 64}};
+  // 4 MiB: the weights (1.1 MiB) and the activations fit, one context of f16 KV (2.5 MiB) does not.
+  o.devices.cpu_mem = 4ull << 20;
   auto e = engine::Engine::load(o);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message().find("does not fit"), std::string::npos) << e.error().message();
@@ -66,7 +65,25 @@ TEST(Verify, RefusesWhatDoesNotFitAndSaysWhatWould) {
   auto fitted = engine::Engine::load(o);
   ASSERT_TRUE(fitted.ok()) << fitted.error().message();
   EXPECT_FALSE((*fitted)->plan().applied.empty());
-  EXPECT_LE((*fitted)->plan().bytes_on(0), 16ull << 20);
+  EXPECT_LE((*fitted)->plan().bytes_on(0), 4ull << 20);
+}
+
+// Slots cap concurrency, they reserve no memory: 64 slots of 2048 positions (160 MiB of f16 KV)
+// on a 16 MiB budget get a pool of what the budget leaves, which the engine allocates exactly.
+TEST(Verify, ManySlotsShareAPoolSizedByWhatTheBudgetLeaves) {
+  engine::EngineOptions o{
+      .model_path = (testing_util::shared_dir() / "models/stories260K.gguf").string(),
+      .request = {.n_ctx = 2048, .n_slots = 64}};
+  o.devices.cpu_mem = 16ull << 20;
+  auto e = engine::Engine::load(o);
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  const plan::Plan& p = (*e)->plan();
+  EXPECT_LE(p.bytes_on(0), 16ull << 20);
+  EXPECT_GT(p.bytes_on(0), 15ull << 20);  // the budget is used, not a slot count's worth
+  EXPECT_GE(p.kv_positions(), 2048);
+  EXPECT_LT(p.kv_positions(), 64 * 2048);
+  EXPECT_NE(p.kv_budget_source.find("budget leaves"), std::string::npos) << p.kv_budget_source;
+  expect_agreement((*e)->verify(), false);
 }
 
 // A long prefill into a quantized KV cache must never hold the context in full precision: the
@@ -84,17 +101,16 @@ TEST(Verify, PeakMemoryOfALongQuantizedPrefillStaysWithinThePlan) {
       << err;
   constexpr int kCtx = 1024;
   auto e = engine::Engine::load({.model_path = model,
-                                 .n_ctx = kCtx,
-                                 .n_ubatch = 256,
-                                 .k_type = tensor::DType::kQ8_0,
-                                 .v_type = tensor::DType::kQ8_0});
+                                 .request = {.n_ctx = kCtx,
+                                             .k_type = tensor::DType::kQ8_0,
+                                             .v_type = tensor::DType::kQ8_0,
+                                             .n_ubatch = 256}});
   ASSERT_TRUE(e.ok()) << e.error().message();
   const auto& spec = (*e)->spec();
   std::mt19937 rng(7);
   std::vector<int32_t> prompt(kCtx - 8);
   for (auto& id : prompt) id = static_cast<int32_t>(rng() % spec.n_vocab);
-  std::vector<float> logits;
-  ASSERT_TRUE((*e)->eval(0, prompt, 0, false, false, logits).ok());
+  ASSERT_TRUE(engine::prefill_only(**e, prompt).ok());
 
   const engine::Verification v = (*e)->verify();
   SCOPED_TRACE(v.format());
@@ -139,18 +155,29 @@ TEST(Verify, GemmaE2BShapeAgreesWithItsPlanAtSeveralContexts) {
       << err;
   for (int ctx : {32, 96, 160}) {
     SCOPED_TRACE(testing::Message() << "context " << ctx);
-    auto e = engine::Engine::load({.model_path = model, .n_ctx = ctx, .n_ubatch = 64});
+    auto e = engine::Engine::load({.model_path = model, .request = {.n_ctx = ctx, .n_ubatch = 64}});
     ASSERT_TRUE(e.ok()) << e.error().message();
     for (const auto& c : (*e)->verify().classes)
       EXPECT_EQ(c.allocated, c.planned) << c.name << " after loading";
 
+    // ctx − 1 prompt tokens and two generated: every position evaluated, the last by a decode
+    // step; the complete blocks stay cached.
     std::mt19937 rng(ctx);
-    std::vector<int32_t> ids(ctx);
-    for (auto& id : ids) id = static_cast<int32_t>(rng() % (*e)->spec().n_vocab);
-    std::vector<float> logits;
-    ASSERT_TRUE((*e)->eval(0, std::span(ids).first(ctx - 1), 0, false, false, logits).ok());
-    ASSERT_TRUE(
-        (*e)->eval(0, std::span(ids).last(1), ctx - 1, false, true, logits).ok());  // a decode step
+    engine::Scheduler s(**e);
+    engine::Request r;
+    r.prompt = engine::random_tokens(**e, ctx - 1, rng);
+    r.max_tokens = 2;
+    r.sampling.temperature = 0;
+    ASSERT_EQ(s.submit(std::move(r)).refusal, engine::Refusal::kNone);
+    ASSERT_TRUE(engine::run_until_idle(s).ok());
+    // Every block written is complete and cached: the whole full-attention pool (one context)
+    // and one ring of the sliding layers; the rest of the sliding pool (a cached prefix's
+    // window) was never needed.
+    const uint64_t kv_written = (*e)->cache().bytes_cached();
+    uint64_t full_pool = 0;
+    for (const auto& g : (*e)->cache().groups())
+      full_pool += g.sliding ? 0 : g.bytes_per_block * g.n_blocks;
+    EXPECT_GT(kv_written, full_pool);
 
     const engine::Verification v = (*e)->verify();
     SCOPED_TRACE(v.format());
@@ -160,9 +187,9 @@ TEST(Verify, GemmaE2BShapeAgreesWithItsPlanAtSeveralContexts) {
     }
     for (const auto& c : v.classes) EXPECT_EQ(c.allocated, c.planned) << c.name << " when full";
     EXPECT_GE(v.classes[0].resident, read_in_full * 98 / 100) << "weights read in full per token";
-    EXPECT_GE(v.classes[1].resident, v.classes[1].planned * 98 / 100) << "KV cells";
+    EXPECT_GE(v.classes[1].resident, kv_written * 98 / 100) << "KV cells written";
     const double must_be_resident =
-        static_cast<double>(read_in_full + v.classes[1].planned + v.classes[2].planned);
+        static_cast<double>(read_in_full + kv_written + v.classes[2].planned);
     const double growth = static_cast<double>(v.rss_growth());
     EXPECT_GE(growth, 0.98 * must_be_resident - kFixedOverhead);
     EXPECT_LE(growth, 1.02 * static_cast<double>(v.planned_total) + kFixedOverhead);
@@ -182,7 +209,12 @@ struct GpuRun {
 };
 
 GpuRun run_plan(const std::string& model, int cpu_layers, bool ple_on_host, bool on_gpu) {
-  engine::EngineOptions o{.model_path = model, .n_ctx = 64, .n_ubatch = 16, .n_threads = 2};
+  engine::EngineOptions o{.model_path = model,
+                          .request = {.n_ctx = 64,
+                                      .n_ubatch = 16,
+                                      .n_threads = 2,
+                                      .n_cpu_layers = cpu_layers,
+                                      .ple_on_host = ple_on_host}};
   if (on_gpu) {
     o.devices.assume_gpu = "1G@100";
     o.gpu_backend = [](int) -> util::Result<std::unique_ptr<kernels::Backend>> {
@@ -190,8 +222,6 @@ GpuRun run_plan(const std::string& model, int cpu_layers, bool ple_on_host, bool
           std::make_unique<testing_util::EmulatedGpu>(2, 16, 4096));
     };
   }
-  o.cpu_layers = cpu_layers;
-  o.ple_on_host = ple_on_host;
   GpuRun r;
   auto e = engine::Engine::load(o);
   EXPECT_TRUE(e.ok()) << e.error().message();

@@ -119,10 +119,17 @@ TEST(InterpretEvent, UsageIsRead) {
       R"({"choices":[{"delta":{"content":"."}}],"usage":{"prompt_tokens":2,"completion_tokens":3}})");
   EXPECT_EQ(both.kind, Kind::kTokens);
   EXPECT_EQ(both.completion_tokens, 3);
-  // No usage: both stay -1.
+  // No usage: all stay -1.
   const auto none = load::interpret_event(R"({"choices":[{"delta":{"content":"a"}}]})");
   EXPECT_EQ(none.completion_tokens, -1);
   EXPECT_EQ(none.prompt_tokens, -1);
+  EXPECT_EQ(none.cached_tokens, -1);
+  // OpenAI's prefix-cache report.
+  const auto cached =
+      load::interpret_event(R"({"choices":[],"usage":{"prompt_tokens":40,"completion_tokens":2,)"
+                            R"("prompt_tokens_details":{"cached_tokens":32}}})");
+  EXPECT_EQ(cached.prompt_tokens, 40);
+  EXPECT_EQ(cached.cached_tokens, 32);
 }
 
 TEST(InterpretEvent, DoneAndErrors) {

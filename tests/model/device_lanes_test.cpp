@@ -26,24 +26,23 @@ using tensor::DType;
 using Loaded = testing_util::LoadedModel;
 
 // `ops` runs the model; with `host`, layers [0, n_host_layers) (and the PLE lookup when
-// ple_on_host) run there, and the cache keeps those layers in host memory.
+// ple_on_host, the MoE experts when experts_on_host) run there, placed as the planner would
+// (model::place), and the cache keeps those layers in host memory.
 Loaded load(const gguf::File& file, const model::Spec& spec, kernels::Backend& ops, int ubatch,
             DType kv_type, kernels::Backend* host = nullptr, int n_host_layers = 0,
             bool ple_on_host = false, bool experts_on_host = false) {
   Loaded r;
+  const model::Placement placement =
+      model::place(spec, ops.host_memory() ? 0 : 1, n_host_layers, ple_on_host, experts_on_host);
   auto m = model::load_model(file, spec, ops,
-                             {.max_batch = ubatch,
-                              .host = host,
-                              .n_host_layers = n_host_layers,
-                              .ple_on_host = ple_on_host,
-                              .experts_on_host = experts_on_host});
+                             {.max_batch = ubatch, .host = host, .placement = placement});
   EXPECT_TRUE(m.ok()) << m.error().message();
   if (!m.ok()) return r;
   r.model = std::move(*m);
   auto cache = kv::Cache::create(
       model::kv_layers(spec),
       {.n_ctx = 64, .n_ubatch = ubatch, .n_slots = 1, .k_type = kv_type, .v_type = kv_type},
-      ops.host_memory() ? nullptr : &ops, n_host_layers);
+      ops.host_memory() ? nullptr : &ops, placement.layer_device);
   EXPECT_TRUE(cache.ok()) << cache.error().message();
   if (cache.ok()) r.cache.emplace(std::move(*cache));
   return r;
@@ -185,8 +184,8 @@ TEST(DeviceLanesErrors, ASplitThroughKvSharingIsRefused) {
   ASSERT_GT(bad, 0) << "tiny-e has KV-sharing layers";
   util::ThreadPool pool(1);
   testing_util::EmulatedGpu gpu(pool, 8, model::max_matmul_cols(*m.spec));
-  auto cache =
-      kv::Cache::create(model::kv_layers(*m.spec), {.n_ctx = 16, .n_ubatch = 8}, &gpu, bad);
+  auto cache = kv::Cache::create(model::kv_layers(*m.spec), {.n_ctx = 16, .n_ubatch = 8}, &gpu,
+                                 model::place(*m.spec, 1, bad).layer_device);
   ASSERT_FALSE(cache.ok());
   EXPECT_NE(cache.error().message().find("reads layer"), std::string::npos)
       << cache.error().message();

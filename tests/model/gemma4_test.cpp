@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "engine/engine.h"
+#include "engine/scheduler.h"
 #include "kernels/ref/ref.h"
 #include "model/synth.h"
 #include "testing/testing.h"
@@ -19,15 +19,19 @@ std::string write_synth(const model::SynthOptions& o, const std::string& file_na
   return path;
 }
 
-// All-position logits of `ids` evaluated with micro-batches of `ubatch` (or one by one).
+// All-position logits of `ids` evaluated through the scheduler with micro-batches of `ubatch` (or
+// one token at a time).
 std::vector<float> logits_of(const std::string& path, const std::vector<int32_t>& ids, int ubatch, bool decode) {
-  auto e = engine::Engine::load({.model_path = path, .n_ctx = 64, .n_ubatch = ubatch,
-                                 .k_type = tensor::DType::kF32, .v_type = tensor::DType::kF32});
+  auto e = engine::Engine::load({.model_path = path,
+                                 .request = {.n_ctx = 64,
+                                             .k_type = tensor::DType::kF32,
+                                             .v_type = tensor::DType::kF32,
+                                             .n_ubatch = decode ? 1 : ubatch,
+                                             .logits_all_positions = true}});
   EXPECT_TRUE(e.ok()) << e.error().message();
-  std::vector<float> logits;
-  auto s = (*e)->eval(0, ids, 0, true, decode, logits);
-  EXPECT_TRUE(s.ok()) << s.error().message();
-  return logits;
+  auto logits = engine::prompt_logits(**e, ids);
+  EXPECT_TRUE(logits.ok()) << logits.error().message();
+  return logits.ok() ? *logits : std::vector<float>{};
 }
 
 float max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {

@@ -74,7 +74,7 @@ class Running {
 };
 
 inline engine::EngineOptions small(int slots = 4, int ctx = 256) {
-  return {.n_ctx = ctx, .n_ubatch = 64, .n_slots = slots};
+  return {.request = {.n_ctx = ctx, .n_slots = slots, .n_ubatch = 64}};
 }
 
 inline json post(httplib::Client& c, const std::string& path, const json& body,

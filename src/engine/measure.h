@@ -1,0 +1,32 @@
+// Timed requests through the scheduler — the path run and serve take — for bench and doctor.
+#pragma once
+
+#include <random>
+
+#include "engine/scheduler.h"
+
+namespace engine {
+
+struct Throughput {
+  double tokens_per_second = 0;
+  int n_tokens = 0;  // tokens the rate counts
+};
+
+// Random token ids of `engine`'s vocabulary.
+std::vector<int32_t> random_tokens(const Engine& engine, int n, std::mt19937& rng);
+
+// Prompt processing at `depth`: a request of `prefix` (depth tokens, evaluated first untimed and
+// then reused from the prefix cache) followed by `n_prompt` random tokens, timed from admission
+// to the end of its prefill. Counts the tokens it prefilled (a prefix that ends inside a KV block
+// leaves the rest of that block to prefill).
+util::Result<Throughput> prompt_throughput(Engine& engine, std::span<const int32_t> prefix,
+                                           int n_prompt, std::mt19937& rng);
+// Generation at `depth`: `prefix` and one token, then `n_gen` tokens greedily (no end token),
+// timed from the first token to the last.
+util::Result<Throughput> generation_throughput(Engine& engine, std::span<const int32_t> prefix,
+                                               int n_gen, std::mt19937& rng);
+// Evaluates `prompt` without generating (its K/V stay in the prefix cache): a warm-up, or a
+// depth for the measurements above.
+util::Status prefill_only(Engine& engine, std::span<const int32_t> prompt);
+
+}  // namespace engine

@@ -5,8 +5,18 @@
 
 namespace server {
 
+namespace {
+
+// Each choice's calls get ids of their own: PREFIX + choice + "_" + call.
+chat::ReplyOptions for_choice(chat::ReplyOptions reply, int index) {
+  reply.call_id_prefix += std::to_string(index) + "_";
+  return reply;
+}
+
+}  // namespace
+
 ChoiceReader::ChoiceReader(int index, bool chat, const chat::ReplyOptions& reply, bool logprobs)
-    : logprobs_(logprobs), parser_(chat ? reply : chat::ReplyOptions{}) {
+    : logprobs_(logprobs), parser_(chat ? for_choice(reply, index) : chat::ReplyOptions{}) {
   whole_.index = index;
   if (logprobs_) whole_.logprobs.emplace();
 }

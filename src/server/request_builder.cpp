@@ -1,7 +1,10 @@
 // Completion request → engine::Requests (prompt tokens, constraints, callbacks); refusals → errors.
 #include "server/request_builder.h"
 
+#include <fmt/format.h>
+
 #include <limits>
+#include <random>
 
 #include "sample/constraint.h"
 #include "server/chat_prompt.h"
@@ -72,6 +75,8 @@ std::variant<BuiltRequest, ApiError> build_engine_requests(const CompletionReque
   }
 
   BuiltRequest built{.reply = p.chat.reply};
+  // Call ids unique across the turns of a conversation, as clients keep them.
+  built.reply.call_id_prefix = fmt::format("call_{:08x}_", std::random_device{}());
   for (int i = 0; i < r.n; ++i) {
     auto constraint = choice_constraint(r, p, context.tokenizer);
     if (auto* e = std::get_if<ApiError>(&constraint)) return *e;

@@ -34,7 +34,8 @@ void add_serve(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "Serve an OpenAI-compatible HTTP API (/v1/chat/completions, /v1/completions, /metrics)");
+      "Serve an OpenAI-compatible HTTP API (/v1/chat/completions with tools and thinking, /v1/completions, "
+      "/tokenize, /detokenize, /apply-template, /metrics)");
   add_plan_flags(cmd, o->plan, /*with_shape=*/false, /*default_slots=*/4);
   cmd->add_option("--host", o->server.host,
                   "Address to listen on (another than 127.0.0.1 exposes the server)")
@@ -42,7 +43,8 @@ void add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--port", o->server.port, "TCP port (0 = any free port, printed)")
       ->capture_default_str();
   cmd->add_option("--api-key", o->server.api_key,
-                  "Require 'Authorization: Bearer KEY' on every /v1 route");
+                  "Require 'Authorization: Bearer KEY' on every /v1 route and on /tokenize, /detokenize, "
+                  "/apply-template");
   cmd->add_option("--max-queue", o->server.max_queue,
                   "Requests that may wait for a slot; beyond it requests get 503 with Retry-After")
       ->capture_default_str();
@@ -65,6 +67,11 @@ void add_serve(CLI::App& app, int& exit_code) {
                   "cut (a second "
                   "signal stops at once)")
       ->capture_default_str();
+  cmd->add_option("--cors-origin", o->server.cors_origins,
+                  "Let web pages from this origin call the API (repeatable; '*' for any); off by default");
+  cmd->add_flag("--any-model", o->server.any_model,
+                "Answer requests whatever model they name (default: 404 model_not_found unless they name this "
+                "one or none)");
   cmd->add_option(
       "--chat-template", o->chat_template,
       "Template for chat completions: a built-in name (gemma4, chatml, llama3) or a file "

@@ -47,6 +47,8 @@ void append_json_escaped(std::string& out, std::string_view bytes) {
 }
 
 bool GemmaArgumentReader::push(char byte, std::string& out) {
+  const bool in_text = mode_ == kString || mode_ == kQuotedKey || mode_ == kBareKey;
+  if (!allow_space_ && !in_text && is_space(byte)) return fail();
   switch (mode_) {
     case kValue:
       return value_byte(byte, out);

@@ -21,6 +21,11 @@ void append_json_escaped(std::string& out, std::string_view bytes);
 
 class GemmaArgumentReader {
  public:
+  // `allow_space`: whitespace between tokens passes through as JSON whitespace. Gemma 4 never
+  // writes any, so a constraint turns it off (and spends no tokens on it); a parser reading what
+  // a model wrote keeps it on.
+  explicit GemmaArgumentReader(bool allow_space = true) : allow_space_(allow_space) {}
+
   // Reads the next byte of the arguments (starting at their opening '{'), appending the JSON it
   // stands for to `out`. Returns false at the first byte the syntax does not allow; the reader
   // then stays failed. Bytes that may begin a closing delimiter inside a string are held until
@@ -58,6 +63,7 @@ class GemmaArgumentReader {
   bool string_byte(char byte, std::string& out);
   void close_container(char byte, std::string& out);
 
+  bool allow_space_;
   Mode mode_ = kValue;
   Mode after_opening_ = kString;  // kString or kQuotedKey
   bool first_ = true;             // no member or element yet in the innermost container

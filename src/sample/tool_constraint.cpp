@@ -121,7 +121,7 @@ class CallState {
     }
     phase_ = kArguments;
     grammar_ = GrammarState(p_->grammars[terminal].get());
-    reader_ = chat::GemmaArgumentReader();
+    reader_ = chat::GemmaArgumentReader(/*allow_space=*/false);
   }
 
   bool arguments_byte(uint8_t byte) {

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <random>
 
+#include "sample/logprobs.h"
+#include "server/field_checks.h"
+
 namespace server {
 
 using nlohmann::json;
@@ -24,95 +27,9 @@ ApiError invalid_field(const std::string& param, const std::string& message) {
 
 namespace {
 
-// Thrown inside parsing only, caught in parse_request: keeps each field check to one line.
-struct FieldError {
-  ApiError error;
-};
-
-[[noreturn]] void fail(const std::string& param, const std::string& what) {
-  throw FieldError{invalid_field(param, fmt::format("'{}' {}", param, what))};
-}
-
-const json* field(const json& body, const char* name) {
-  auto it = body.find(name);
-  return it == body.end() || it->is_null() ? nullptr : &*it;
-}
-
-std::optional<double> number(const json& body, const char* name, double lo, double hi) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_number()) fail(name, fmt::format("must be a number between {} and {}", lo, hi));
-  const double x = v->get<double>();
-  if (!(x >= lo && x <= hi)) fail(name, fmt::format("must be between {} and {}, got {}", lo, hi, x));
-  return x;
-}
-
-bool is_integer(const json& v) {
-  if (v.is_number_integer()) return true;
-  return v.is_number_float() && std::isfinite(v.get<double>()) && std::floor(v.get<double>()) == v.get<double>();
-}
-
-std::optional<int64_t> integer(const json& body, const char* name, int64_t lo, int64_t hi) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!is_integer(*v)) fail(name, fmt::format("must be an integer between {} and {}", lo, hi));
-  const double x = v->get<double>();
-  if (x < static_cast<double>(lo) || x > static_cast<double>(hi)) {
-    fail(name, fmt::format("must be between {} and {}, got {}", lo, hi, x));
-  }
-  return v->is_number_unsigned() ? static_cast<int64_t>(v->get<uint64_t>()) : v->get<int64_t>();
-}
-
-std::optional<bool> boolean(const json& body, const char* name) {
-  const json* v = field(body, name);
-  if (!v) return std::nullopt;
-  if (!v->is_boolean()) fail(name, "must be true or false");
-  return v->get<bool>();
-}
-
-// Chat content: a string, or text parts [{"type":"text","text":…}] joined.
-std::string message_content(const json& content, const std::string& param) {
-  if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) fail(param, "must be a string or an array of text parts");
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const json& part = content[i];
-    const std::string p = fmt::format("{}[{}]", param, i);
-    if (!part.is_object() || part.value("type", json()) != "text") {
-      fail(p, "must be a text part {\"type\":\"text\",\"text\":…}; this model reads text only");
-    }
-    if (!part.contains("text") || !part["text"].is_string()) fail(p + ".text", "must be a string");
-    text += part["text"].get<std::string>();
-  }
-  return text;
-}
-
-nlohmann::ordered_json parse_messages(const json& body) {
-  const json* m = field(body, "messages");
-  if (!m) fail("messages", "is required");
-  if (!m->is_array() || m->empty()) fail("messages", "must be a non-empty array of messages");
-  nlohmann::ordered_json out = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < m->size(); ++i) {
-    const json& msg = (*m)[i];
-    const std::string p = fmt::format("messages[{}]", i);
-    if (!msg.is_object()) fail(p, "must be an object with 'role' and 'content'");
-    const json* role = field(msg, "role");
-    if (!role || !role->is_string()) fail(p + ".role", "must be a string");
-    std::string r = role->get<std::string>();
-    if (r == "developer") r = "system";  // OpenAI's newer name for the system role
-    if (r != "system" && r != "user" && r != "assistant") {
-      fail(p + ".role", fmt::format("must be system, developer, user or assistant, got '{}'", r));
-    }
-    const json* content = field(msg, "content");
-    if (!content) fail(p + ".content", "is required");
-    out.push_back({{"role", r}, {"content", message_content(*content, p + ".content")}});
-  }
-  return out;
-}
-
-std::vector<int32_t> token_array(const json& v, const std::string& param, int32_t n_vocab) {
+std::vector<int32_t> token_array(const Json& v, const std::string& param, int32_t n_vocab) {
   std::vector<int32_t> ids;
-  for (const json& t : v) {
+  for (const Json& t : v) {
     if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= n_vocab) {
       fail(param, fmt::format("token ids must be integers in [0, {})", n_vocab));
     }
@@ -121,20 +38,22 @@ std::vector<int32_t> token_array(const json& v, const std::string& param, int32_
   return ids;
 }
 
-void parse_prompt(const json& body, CompletionRequest& r, int32_t n_vocab) {
-  const json* p = field(body, "prompt");
+void parse_prompt(const Json& body, CompletionRequest& r, int32_t n_vocab) {
+  const Json* p = field(body, "prompt");
   if (!p) fail("prompt", "is required");
   if (p->is_string()) {
     r.prompt_text = p->get<std::string>();
     return;
   }
-  if (!p->is_array() || p->empty()) fail("prompt", "must be a string, an array of token ids, or a one-item array of either");
+  if (!p->is_array() || p->empty())
+    fail("prompt", "must be a string, an array of token ids, or a one-item array of either");
   if ((*p)[0].is_number()) {
     r.prompt_tokens = token_array(*p, "prompt", n_vocab);
     r.prompt_is_tokens = true;
     return;
   }
-  if (p->size() > 1) fail("prompt", "holds several prompts; this server answers one prompt per request");
+  if (p->size() > 1)
+    fail("prompt", "holds several prompts; this server answers one prompt per request");
   if ((*p)[0].is_string()) {
     r.prompt_text = (*p)[0].get<std::string>();
   } else if ((*p)[0].is_array()) {
@@ -145,22 +64,23 @@ void parse_prompt(const json& body, CompletionRequest& r, int32_t n_vocab) {
   }
 }
 
-void parse_stop(const json& body, CompletionRequest& r) {
-  const json* s = field(body, "stop");
+void parse_stop(const Json& body, CompletionRequest& r) {
+  const Json* s = field(body, "stop");
   if (!s) return;
   if (s->is_string()) {
     r.stop.push_back(s->get<std::string>());
     return;
   }
-  if (!s->is_array() || s->size() > 4) fail("stop", "must be a string or an array of at most 4 strings");
+  if (!s->is_array() || s->size() > 4)
+    fail("stop", "must be a string or an array of at most 4 strings");
   for (size_t i = 0; i < s->size(); ++i) {
     if (!(*s)[i].is_string()) fail(fmt::format("stop[{}]", i), "must be a string");
     r.stop.push_back((*s)[i].get<std::string>());
   }
 }
 
-void parse_logit_bias(const json& body, CompletionRequest& r, int32_t n_vocab) {
-  const json* b = field(body, "logit_bias");
+void parse_logit_bias(const Json& body, CompletionRequest& r, int32_t n_vocab) {
+  const Json* b = field(body, "logit_bias");
   if (!b) return;
   if (!b->is_object()) fail("logit_bias", "must be an object mapping token ids to biases");
   for (const auto& [key, value] : b->items()) {
@@ -177,159 +97,238 @@ void parse_logit_bias(const json& body, CompletionRequest& r, int32_t n_vocab) {
   }
 }
 
-void parse_logprobs(const json& body, CompletionRequest& r, bool chat) {
+void parse_logprobs(const Json& body, CompletionRequest& r, bool chat) {
   if (chat) {
     r.logprobs = boolean(body, "logprobs").value_or(false);
-    // Alternatives per position are not reported: refuse rather than answer without them.
-    if (integer(body, "top_logprobs", 0, 20).value_or(0) > 0) {
-      fail("top_logprobs", "is not supported: only the chosen tokens' logprobs are reported (use 0)");
-    }
+    r.top_logprobs =
+        static_cast<int>(integer(body, "top_logprobs", 0, sample::kMaxTopLogprobs).value_or(0));
+    if (r.top_logprobs > 0 && !r.logprobs) fail("top_logprobs", "needs 'logprobs': true");
     return;
   }
   // Completions: logprobs is the number of alternatives; 0 gives the chosen tokens' logprobs.
-  const auto n = integer(body, "logprobs", 0, 5);
-  if (n && *n > 0) fail("logprobs", "above 0 is not supported: only the chosen tokens' logprobs are reported (use 0)");
+  const auto n = integer(body, "logprobs", 0, sample::kMaxTopLogprobs);
   r.logprobs = n.has_value();
+  r.top_logprobs = static_cast<int>(n.value_or(0));
 }
 
-CompletionRequest parse(const json& body, bool chat, int32_t n_vocab) {
-  if (!body.is_object()) throw FieldError{invalid_field("", "the request body must be a JSON object")};
+CompletionRequest parse(const Json& body, bool chat, int32_t n_vocab) {
+  if (!body.is_object()) throw FieldError{"", "the request body must be a JSON object"};
   CompletionRequest r;
   r.chat = chat;
-  if (const json* m = field(body, "model"); m && !m->is_string()) fail("model", "must be a string");
+  r.model = string(body, "model", "model").value_or("");
   if (chat) {
-    r.messages = parse_messages(body);
+    r.conversation = parse_chat_request(body);
   } else {
     parse_prompt(body, r, n_vocab);
     if (boolean(body, "echo").value_or(false)) fail("echo", "is not supported (use false)");
-    if (const json* s = field(body, "suffix"); s && !(s->is_string() && s->get<std::string>().empty())) {
+    if (const Json* s = field(body, "suffix");
+        s && !(s->is_string() && s->get<std::string>().empty())) {
       fail("suffix", "is not supported");
     }
+    if (field(body, "tools")) fail("tools", "belongs to /v1/chat/completions");
   }
   constexpr int64_t kMaxInt = 1 << 30;
   auto max_tokens = integer(body, "max_tokens", 1, kMaxInt);
   if (auto mct = integer(body, "max_completion_tokens", 1, kMaxInt)) max_tokens = mct;
   if (max_tokens) r.max_tokens = static_cast<int>(*max_tokens);
-  if (integer(body, "n", 1, 128).value_or(1) != 1) fail("n", "must be 1: this server returns one choice per request");
-  if (field(body, "tools") || field(body, "functions")) {
-    fail(field(body, "tools") ? "tools" : "functions", "is not supported: this server does not call tools");
-  }
+  r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices).value_or(1));
   // OpenAI's defaults: temperature 1 and no top-k, top-p or min-p filtering.
   r.sampling.temperature = static_cast<float>(number(body, "temperature", 0, 2).value_or(1.0));
   r.sampling.top_p = static_cast<float>(number(body, "top_p", 0, 1).value_or(1.0));
   r.sampling.top_k = static_cast<int>(integer(body, "top_k", 0, kMaxInt).value_or(0));
   r.sampling.min_p = static_cast<float>(number(body, "min_p", 0, 1).value_or(0.0));
-  r.sampling.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2).value_or(0.0));
-  r.sampling.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2).value_or(0.0));
-  r.sampling.repeat_penalty = static_cast<float>(number(body, "repeat_penalty", 0, 10).value_or(1.0));
+  r.sampling.presence_penalty =
+      static_cast<float>(number(body, "presence_penalty", -2, 2).value_or(0.0));
+  r.sampling.frequency_penalty =
+      static_cast<float>(number(body, "frequency_penalty", -2, 2).value_or(0.0));
+  r.sampling.repeat_penalty =
+      static_cast<float>(number(body, "repeat_penalty", 0, 10).value_or(1.0));
   if (auto seed = integer(body, "seed", INT64_MIN, INT64_MAX)) {
     r.sampling.seed = static_cast<uint64_t>(*seed);
   } else {
-    r.sampling.seed = (static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
+    r.sampling.seed =
+        (static_cast<uint64_t>(std::random_device{}()) << 32) | std::random_device{}();
   }
   parse_stop(body, r);
   parse_logit_bias(body, r, n_vocab);
   parse_logprobs(body, r, chat);
+  r.ignore_eos = boolean(body, "ignore_eos").value_or(false);
   r.stream = boolean(body, "stream").value_or(false);
-  if (const json* so = field(body, "stream_options")) {
+  if (const Json* so = field(body, "stream_options")) {
     if (!so->is_object()) fail("stream_options", "must be an object");
-    if (const json* iu = field(*so, "include_usage")) {
+    if (const Json* iu = field(*so, "include_usage")) {
       if (!iu->is_boolean()) fail("stream_options.include_usage", "must be true or false");
       r.include_usage = iu->get<bool>();
     }
   }
-  if (const json* rf = field(body, "response_format")) {
+  if (const Json* rf = field(body, "response_format")) {
     if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string()) {
-      fail("response_format", "must be an object with a string 'type' (text, json_object or json_schema)");
+      fail("response_format",
+           "must be an object with a string 'type' (text, json_object or json_schema)");
     }
     r.response_format = *rf;
+    if ((*rf)["type"] != "text" && r.conversation.tool_choice != ToolChoice::kAuto &&
+        r.conversation.tool_choice != ToolChoice::kNone) {
+      fail("response_format", "cannot be combined with a tool_choice that forces a call");
+    }
   }
   return r;
 }
 
-json usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
-          {"completion_tokens", u.completion_tokens},
-          {"total_tokens", u.prompt_tokens + u.completion_tokens},
-          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+json bytes_of(const std::string& s) {
+  return std::vector<uint8_t>(s.begin(), s.end());
 }
 
-json logprobs_json(const ResponseHeader& h, const std::vector<TokenLogprob>* logprobs) {
+json usage_json(const Usage& u, bool chat) {
+  json out = {{"prompt_tokens", u.prompt_tokens},
+              {"completion_tokens", u.completion_tokens},
+              {"total_tokens", u.prompt_tokens + u.completion_tokens},
+              {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+  if (chat) out["completion_tokens_details"] = {{"reasoning_tokens", u.reasoning_tokens}};
+  return out;
+}
+
+json logprobs_json(const ResponseHeader& h,
+                   const std::optional<std::vector<TokenLogprob>>& logprobs) {
   if (!logprobs) return nullptr;
   if (h.chat) {
     json content = json::array();
     for (const auto& t : *logprobs) {
-      const std::vector<uint8_t> bytes(t.token.begin(), t.token.end());
-      content.push_back({{"token", t.token}, {"logprob", t.logprob}, {"bytes", bytes}, {"top_logprobs", json::array()}});
+      json top = json::array();
+      for (const auto& [token, logprob] : t.top) {
+        top.push_back({{"token", token}, {"logprob", logprob}, {"bytes", bytes_of(token)}});
+      }
+      content.push_back({{"token", t.token},
+                         {"logprob", t.logprob},
+                         {"bytes", bytes_of(t.token)},
+                         {"top_logprobs", top}});
     }
     return {{"content", content}};
   }
-  json tokens = json::array(), values = json::array();
+  json tokens = json::array(), values = json::array(), tops = json::array();
+  bool any_top = false;
   for (const auto& t : *logprobs) {
     tokens.push_back(t.token);
     values.push_back(t.logprob);
+    json top = json::object();
+    for (const auto& [token, logprob] : t.top) {
+      if (!top.contains(token))
+        top[token] = logprob;  // two ids may share a text; the likelier one stays
+    }
+    any_top = any_top || !t.top.empty();
+    tops.push_back(top);
   }
-  return {{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", nullptr}, {"text_offset", nullptr}};
+  return {{"tokens", tokens},
+          {"token_logprobs", values},
+          {"top_logprobs", any_top ? tops : json(nullptr)},
+          {"text_offset", nullptr}};
+}
+
+json tool_call_json(const chat::ToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
 }
 
 json base(const ResponseHeader& h, bool chunk) {
   return {{"id", h.id},
-          {"object", h.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+          {"object",
+           h.chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
           {"created", h.created},
           {"model", h.model}};
 }
 
 }  // namespace
 
-std::variant<CompletionRequest, ApiError> parse_request(const json& body, bool chat, int32_t n_vocab) {
+std::variant<CompletionRequest, ApiError> parse_request(const Json& body, bool chat,
+                                                        int32_t n_vocab) {
   try {
     return parse(body, chat, n_vocab);
   } catch (const FieldError& e) {
-    return e.error;
-  } catch (const json::exception& e) {
+    return invalid_field(e.param, e.message);
+  } catch (const Json::exception& e) {
     // A type error inside a nested value the checks above did not anticipate.
-    return invalid_field("", fmt::format("the request has a field of the wrong type: {}", e.what()));
+    return invalid_field("",
+                         fmt::format("the request has a field of the wrong type: {}", e.what()));
   }
 }
 
-json finish_reason_json(engine::FinishReason reason) {
+std::optional<ApiError> check_model(const CompletionRequest& request, const std::string& served) {
+  if (request.model.empty() || request.model == served) return std::nullopt;
+  return ApiError{.status = 404,
+                  .message = fmt::format(
+                      "the model '{}' does not exist: this server serves '{}' (see /v1/models)",
+                      request.model, served),
+                  .param = "model",
+                  .code = "model_not_found"};
+}
+
+json finish_reason_json(engine::FinishReason reason, bool called_tools) {
   switch (reason) {
-    case engine::FinishReason::kStop: return "stop";
-    case engine::FinishReason::kLength: return "length";
-    default: return nullptr;
+    case engine::FinishReason::kStop:
+      return called_tools ? "tool_calls" : "stop";
+    case engine::FinishReason::kLength:
+      return "length";
+    default:
+      return nullptr;
   }
 }
 
-json completion_json(const ResponseHeader& h, const std::string& text, const std::vector<TokenLogprob>* logprobs,
-                     engine::FinishReason reason, const Usage& usage) {
+json completion_json(const ResponseHeader& h, const std::vector<Choice>& choices,
+                     const Usage& usage) {
   json out = base(h, false);
-  json choice = {{"index", 0}};
-  if (h.chat) {
-    choice["message"] = {{"role", "assistant"}, {"content", text}};
-  } else {
-    choice["text"] = text;
+  out["choices"] = json::array();
+  for (const Choice& c : choices) {
+    json choice = {{"index", c.index}};
+    if (h.chat) {
+      json message = {{"role", "assistant"}};
+      message["content"] = c.text.empty() && !c.tool_calls.empty() ? json(nullptr) : json(c.text);
+      if (!c.reasoning.empty()) message["reasoning_content"] = c.reasoning;
+      if (!c.tool_calls.empty()) {
+        message["tool_calls"] = json::array();
+        for (const auto& call : c.tool_calls) message["tool_calls"].push_back(tool_call_json(call));
+      }
+      choice["message"] = message;
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["logprobs"] = logprobs_json(h, c.logprobs);
+    choice["finish_reason"] = c.finish_reason;
+    out["choices"].push_back(choice);
   }
-  choice["logprobs"] = logprobs_json(h, logprobs);
-  choice["finish_reason"] = finish_reason_json(reason);
-  out["choices"] = json::array({choice});
-  out["usage"] = usage_json(usage);
+  out["usage"] = usage_json(usage, h.chat);
   return out;
 }
 
-json chunk_json(const ResponseHeader& h, const std::string& text, bool role, const std::vector<TokenLogprob>* logprobs,
-                engine::FinishReason reason) {
+json chunk_json(const ResponseHeader& h, const Choice& c) {
   json out = base(h, true);
-  json choice = {{"index", 0}};
+  json choice = {{"index", c.index}};
   if (h.chat) {
     json delta = json::object();
-    if (role) delta["role"] = "assistant";
-    if (!text.empty() || role) delta["content"] = text;
+    if (c.role) delta["role"] = "assistant";
+    if (!c.text.empty() || c.role) delta["content"] = c.text;
+    if (!c.reasoning.empty()) delta["reasoning_content"] = c.reasoning;
+    if (!c.tool_call_deltas.empty()) {
+      json calls = json::array();
+      for (const auto& d : c.tool_call_deltas) {
+        json call = {{"index", d.index}};
+        if (!d.name.empty()) {
+          call["id"] = d.id;
+          call["type"] = "function";
+          call["function"] = {{"name", d.name}, {"arguments", d.arguments}};
+        } else {
+          call["function"] = {{"arguments", d.arguments}};
+        }
+        calls.push_back(call);
+      }
+      delta["tool_calls"] = calls;
+    }
     choice["delta"] = delta;
   } else {
-    choice["text"] = text;
+    choice["text"] = c.text;
   }
-  choice["logprobs"] = logprobs_json(h, logprobs);
-  choice["finish_reason"] = finish_reason_json(reason);
+  choice["logprobs"] = logprobs_json(h, c.logprobs);
+  choice["finish_reason"] = c.finish_reason;
   out["choices"] = json::array({choice});
   return out;
 }
@@ -337,7 +336,7 @@ json chunk_json(const ResponseHeader& h, const std::string& text, bool role, con
 json usage_chunk_json(const ResponseHeader& h, const Usage& usage) {
   json out = base(h, true);
   out["choices"] = json::array();
-  out["usage"] = usage_json(usage);
+  out["usage"] = usage_json(usage, h.chat);
   return out;
 }
 

@@ -331,7 +331,8 @@ class Connection : public Reply, public std::enable_shared_from_this<Connection>
     disarm();
     phase_ = Phase::kHandling;
     keep_alive_ = parser_->keep_alive();
-    HttpRequest request{std::move(head_), std::move(parser_->get().body())};
+    // head_ stays: the routes' headers for the response are read from it.
+    HttpRequest request{head_, std::move(parser_->get().body())};
     parser_.reset();
     head_only_ = request.head.method == "HEAD";
     if (auto answer = guarded(server_.routes, [&] { return server_.routes.probe(request); })) {
@@ -388,8 +389,15 @@ class Connection : public Reply, public std::enable_shared_from_this<Connection>
     }
   }
 
+  // The routes' headers for this request (CORS), on its response.
+  void add_route_headers(HttpResponse& response) {
+    if (!server_.routes.headers) return;
+    for (auto& header : server_.routes.headers(head_)) response.headers.push_back(std::move(header));
+  }
+
   void send_now(HttpResponse response) {
     if (phase_ != Phase::kHandling || responded_) return;
+    add_route_headers(response);
     responded_ = true;
     source_done_ = true;
     keep_alive_ = keep_alive_ && !server_.draining;
@@ -406,6 +414,7 @@ class Connection : public Reply, public std::enable_shared_from_this<Connection>
       util::log_error("http: a response failed while it was sent: {}", e.what());
       return close();
     }
+    if (part.start) add_route_headers(*part.start);
     std::string bytes;
     bool last = part.last;
     if (part.start && responded_) {

@@ -95,6 +95,8 @@ struct HttpRoutes {
   std::function<std::optional<HttpResponse>(const HttpRequest&)> probe;
   // Every other request, on the worker threads.
   std::function<void(HttpRequest, std::shared_ptr<Reply>)> handle;
+  // Headers every response to this request carries (CORS); null for none.
+  std::function<HttpHeaders(const HttpRequestHead&)> headers;
   // The response for an error the transport finds itself (400, 408, 413, 431, 503); `type` names
   // it for the error counters (bad_request, request_timeout, too_large, header_too_large,
   // over_capacity, draining).

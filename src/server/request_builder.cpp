@@ -1,38 +1,49 @@
-// Completion request → engine::Request (prompt tokens, constraint, callbacks); refusals → errors.
+// Completion request → engine::Requests (prompt tokens, constraints, callbacks); refusals → errors.
 #include "server/request_builder.h"
 
 #include <fmt/format.h>
 
-#include "chat/template.h"
+#include <limits>
+#include <random>
+
 #include "sample/constraint.h"
+#include "server/chat_prompt.h"
 
 namespace server {
 
 namespace {
 
-// The prompt tokens of a validated request, or the error naming the field that made it fail.
-std::variant<std::vector<int32_t>, ApiError> prompt_tokens(const CompletionRequest& r,
-                                                           const BuildContext& context) {
+// What every choice shares: the prompt, how replies are read, what decoding obeys.
+struct Prepared {
+  std::vector<int32_t> prompt;
+  ChatPlan chat;  // completions: only the default reply options (text as it is) are used
+};
+
+std::variant<Prepared, ApiError> prepare(const CompletionRequest& r, const BuildContext& context) {
   const tokenizer::Tokenizer& tok = context.tokenizer;
+  Prepared p;
   if (!r.chat) {
-    if (r.prompt_is_tokens) return r.prompt_tokens;
     // User text never becomes control tokens.
-    return tok.encode(r.prompt_text, {.add_bos = true, .parse_special = false});
+    p.prompt = r.prompt_is_tokens
+                   ? r.prompt_tokens
+                   : tok.encode(r.prompt_text, {.add_bos = true, .parse_special = false});
+    return p;
   }
-  chat::RenderOptions render;
-  render.bos_token = std::string(tok.token_text(tok.bos()));
-  render.eos_token = std::string(tok.token_text(tok.eos()));
-  auto text = chat::apply_chat_template(context.chat_template, r.messages, render);
-  if (!text) return invalid_field("messages", text.error().message());
+  auto plan = plan_chat(r.conversation, tok, context.chat_template);
+  if (auto* e = std::get_if<ApiError>(&plan)) return *e;
+  p.chat = std::move(std::get<ChatPlan>(plan));
   // The rendered template carries its special tokens as text; BOS is not doubled.
-  return tok.encode(*text, {.add_bos = true, .parse_special = true});
+  p.prompt = tok.encode(p.chat.prompt, {.add_bos = true, .parse_special = true});
+  return p;
 }
 
-std::variant<std::shared_ptr<sample::Constraint>, ApiError> compile_constraint(
-    const CompletionRequest& r, const nlohmann::ordered_json& body,
-    const tokenizer::Tokenizer& tok) {
+// A choice's own constraint (a constraint follows one sequence): the forced tool calls or the
+// response_format; null for none.
+std::variant<std::shared_ptr<sample::Constraint>, ApiError> choice_constraint(
+    const CompletionRequest& r, const Prepared& p, const tokenizer::Tokenizer& tok) {
+  if (p.chat.forced_calls) return forced_calls_constraint(p.chat, tok);
   if (r.response_format.is_null()) return nullptr;
-  auto compiled = sample::compile_response_format(body.at("response_format"), tok);
+  auto compiled = sample::compile_response_format(r.response_format, tok);
   if (!compiled) {
     ApiError e = invalid_field("response_format", compiled.error().message());
     e.code = "unsupported_response_format";
@@ -43,34 +54,63 @@ std::variant<std::shared_ptr<sample::Constraint>, ApiError> compile_constraint(
 
 }  // namespace
 
-std::variant<engine::Request, ApiError> build_engine_request(
-    const CompletionRequest& r, const nlohmann::ordered_json& body, const BuildContext& context,
-    std::shared_ptr<TokenChannel> channel) {
-  auto prompt = prompt_tokens(r, context);
-  if (auto* e = std::get_if<ApiError>(&prompt)) return *e;
-  auto constraint = compile_constraint(r, body, context.tokenizer);
-  if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
-
-  engine::Request request;
-  request.prompt = std::move(std::get<std::vector<int32_t>>(prompt));
-  request.max_tokens = r.max_tokens;
-  request.sampling = r.sampling;
-  request.end_ids = context.tokenizer.end_of_generation();
-  auto mask = std::get<std::shared_ptr<sample::Constraint>>(std::move(constraint));
-  if (!r.logit_bias.empty() || mask) {
-    request.constrain = [bias = r.logit_bias, mask](std::span<float> logits,
-                                                    std::span<const int32_t> generated) {
-      for (const auto& [id, b] : bias) logits[id] += b;
-      if (mask) mask->mask(logits, generated);
-    };
+std::variant<BuiltRequest, ApiError> build_engine_requests(const CompletionRequest& r,
+                                                           const BuildContext& context) {
+  auto prepared = prepare(r, context);
+  if (auto* e = std::get_if<ApiError>(&prepared)) return *e;
+  const Prepared& p = std::get<Prepared>(prepared);
+  if (r.ignore_eos && (p.chat.forced_calls || !r.response_format.is_null())) {
+    return invalid_field("ignore_eos",
+                         "'ignore_eos' cannot be combined with response_format or a forced tool "
+                         "call: their documents end");
   }
-  // Both run on the engine thread.
-  request.on_token = [channel](int32_t token, float probability) {
-    return channel->on_token(token, probability);
-  };
-  request.on_done = [channel](engine::FinishReason reason, const engine::RequestStats& stats,
-                              const std::string& error) { channel->on_done(reason, stats, error); };
-  return request;
+  // End tokens: the vocabulary's and the one that ends a reply of calls. With ignore_eos none
+  // ends the reply and end-of-generation tokens are never sampled (llama-server's behaviour).
+  std::vector<int32_t> end_ids = context.tokenizer.end_of_generation();
+  end_ids.insert(end_ids.end(), p.chat.end_ids.begin(), p.chat.end_ids.end());
+  std::vector<int32_t> banned = p.chat.banned_ids;
+  if (r.ignore_eos) {
+    banned.insert(banned.end(), end_ids.begin(), end_ids.end());
+    end_ids.clear();
+  }
+
+  BuiltRequest built{.reply = p.chat.reply};
+  // Call ids unique across the turns of a conversation, as clients keep them.
+  built.reply.call_id_prefix = fmt::format("call_{:08x}_", std::random_device{}());
+  for (int i = 0; i < r.n; ++i) {
+    auto constraint = choice_constraint(r, p, context.tokenizer);
+    if (auto* e = std::get_if<ApiError>(&constraint)) return *e;
+    auto channel = std::make_shared<TokenChannel>(context.tokenizer, r.stop, end_ids, r.logprobs,
+                                                  context.metrics);
+    engine::Request request;
+    request.prompt = p.prompt;
+    request.max_tokens = r.max_tokens;
+    request.sampling = r.sampling;
+    request.sampling.seed = r.sampling.seed + static_cast<uint64_t>(i);  // n choices, n samples
+    request.end_ids = end_ids;
+    auto mask = std::get<std::shared_ptr<sample::Constraint>>(std::move(constraint));
+    if (!r.logit_bias.empty() || !banned.empty() || mask) {
+      request.constrain = [bias = r.logit_bias, banned, mask](std::span<float> logits,
+                                                              std::span<const int32_t> generated) {
+        for (const auto& [id, b] : bias) logits[id] += b;
+        for (int32_t id : banned) logits[id] = -std::numeric_limits<float>::infinity();
+        if (mask) mask->mask(logits, generated);
+      };
+    }
+    // All run on the engine thread.
+    if (r.logprobs) {
+      request.n_top_logprobs = r.top_logprobs;
+      request.on_logprobs = [channel](const sample::TokenLogprobs& l) { channel->on_logprobs(l); };
+    }
+    request.on_token = [channel](int32_t token, float) { return channel->on_token(token); };
+    request.on_done = [channel](engine::FinishReason reason, const engine::RequestStats& stats,
+                                const std::string& error) {
+      channel->on_done(reason, stats, error);
+    };
+    built.choices.push_back(std::move(request));
+    built.channels.push_back(std::move(channel));
+  }
+  return built;
 }
 
 ApiError refusal_error(const engine::SubmitResult& submitted, bool chat) {

@@ -14,12 +14,14 @@
 
 #include "chat/template.h"
 #include "server/api.h"
+#include "server/cors.h"
 #include "server/engine_loop.h"
 #include "server/http.h"
 #include "server/json_body.h"
 #include "server/metrics.h"
 #include "server/request_builder.h"
 #include "server/stream.h"
+#include "server/token_routes.h"
 #include "telemetry/gpu_metrics.h"
 #include "telemetry/nvml.h"
 #include "util/log.h"
@@ -31,7 +33,12 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kRoutes =
-    "/v1/models, /v1/chat/completions, /v1/completions, /health, /metrics";
+    "/v1/models, /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /apply-template, "
+    "/health, /metrics";
+
+bool utility_route(std::string_view path) {
+  return path == "/tokenize" || path == "/detokenize" || path == "/apply-template";
+}
 
 HttpResponse json_response(int status, const json& body) {
   return HttpResponse{
@@ -70,6 +77,8 @@ struct Server::Impl {
   void handle(const HttpRequest& request, const std::shared_ptr<Reply>& reply);
   void handle_completion(const HttpRequest& request, const std::shared_ptr<Reply>& reply,
                          bool chat);
+  // llama-server's /tokenize, /detokenize and /apply-template (token_routes.h).
+  void handle_utility(const HttpRequest& request, const std::shared_ptr<Reply>& reply);
 
   // Requests between arrival and their response's end: a drain waits for them.
   struct InFlight {
@@ -88,6 +97,7 @@ struct Server::Impl {
   ServerOptions options;
   telemetry::Registry registry;
   ServerMetrics metrics;
+  CorsPolicy cors{options.cors_origins};
   // GPU gauges, read on each /metrics scrape; without NVML there are none (said once at start).
   std::optional<telemetry::Nvml> nvml;
   telemetry::GpuMetrics gpu_metrics{registry};
@@ -109,6 +119,15 @@ HttpRoutes Server::Impl::routes() {
       .probe = [this](const HttpRequest& request) { return probe(request); },
       .handle = [this](HttpRequest request,
                        std::shared_ptr<Reply> reply) { handle(request, reply); },
+      .headers =
+          [this](const HttpRequestHead& head) {
+            HttpHeaders headers;
+            const std::string origin = cors.allow_origin(head.header("Origin"));
+            if (!origin.empty()) {
+              headers = {{"Access-Control-Allow-Origin", origin}, {"Vary", "Origin"}};
+            }
+            return headers;
+          },
       .error =
           [this](int status, const std::string& message, const std::string& type) {
             return error_response(
@@ -125,9 +144,18 @@ HttpRoutes Server::Impl::routes() {
 std::optional<HttpResponse> Server::Impl::screen(const HttpRequestHead& head) {
   const std::string_view path = head.path();
   if (path == "/health" || path == "/metrics") return std::nullopt;
+  // A browser's preflight from an allowed origin, answered without the API key it never carries.
+  if (head.method == "OPTIONS" && !cors.allow_origin(head.header("Origin")).empty()) {
+    return HttpResponse{.status = 204,
+                        .headers = {{"Access-Control-Allow-Methods", CorsPolicy::kAllowMethods},
+                                    {"Access-Control-Allow-Headers", CorsPolicy::kAllowHeaders},
+                                    {"Access-Control-Max-Age", CorsPolicy::kMaxAgeSeconds}}};
+  }
   const bool post = head.method == "POST";
-  const bool known = ((path == "/v1/chat/completions" || path == "/v1/completions") && post) ||
-                     (path == "/v1/models" && (head.method == "GET" || head.method == "HEAD"));
+  const bool known =
+      ((path == "/v1/chat/completions" || path == "/v1/completions" || utility_route(path)) &&
+       post) ||
+      (path == "/v1/models" && (head.method == "GET" || head.method == "HEAD"));
   if (!known) {
     return error_response(
         ApiError{.status = 404,
@@ -181,6 +209,7 @@ void Server::Impl::handle(const HttpRequest& request, const std::shared_ptr<Repl
   const std::string_view path = request.head.path();
   if (path == "/v1/chat/completions") return handle_completion(request, reply, true);
   if (path == "/v1/completions") return handle_completion(request, reply, false);
+  if (utility_route(path)) return handle_utility(request, reply);
   // screen() lets nothing else through but /v1/models.
   const json model = {{"id", options.model_id},
                       {"object", "model"},
@@ -195,39 +224,76 @@ void Server::Impl::handle_completion(const HttpRequest& http_request,
   auto body = parse_json_body(http_request.body);
   if (auto* e = std::get_if<ApiError>(&body))
     return reply->send(error_response(*e, "invalid_request"));
-  const auto& ordered = std::get<nlohmann::ordered_json>(body);
-  auto parsed = parse_request(json(ordered), chat, engine.spec().n_vocab);
+  auto parsed =
+      parse_request(std::get<nlohmann::ordered_json>(body), chat, engine.spec().n_vocab);
   if (auto* e = std::get_if<ApiError>(&parsed))
     return reply->send(error_response(*e, "invalid_request"));
   const CompletionRequest& r = std::get<CompletionRequest>(parsed);
+  if (auto e = check_model(r, options.model_id); e && !options.any_model)
+    return reply->send(error_response(*e, "model_not_found"));
 
-  auto channel = std::make_shared<TokenChannel>(tokenizer, r.stop, r.logprobs, metrics);
-  channel->set_listener([reply] { reply->wake(); });
-  auto built = build_engine_request(r, ordered, {tokenizer, options.chat_template}, channel);
+  auto built = build_engine_requests(r, {tokenizer, options.chat_template, metrics});
   if (auto* e = std::get_if<ApiError>(&built))
     return reply->send(error_response(*e, error_metric_type(*e)));
+  BuiltRequest& b = std::get<BuiltRequest>(built);
+  for (const auto& channel : b.channels) channel->set_listener([reply] { reply->wake(); });
   ResponseWriter writer(
       ResponseHeader{.id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++),
                      .created = static_cast<int64_t>(std::time(nullptr)),
                      .model = options.model_id,
                      .chat = chat},
-      r.stream, r.include_usage, r.logprobs);
-  // Runs on the engine thread once the scheduler has taken or refused the request.
-  auto submitted = [this, reply, chat, channel, writer = std::move(writer),
-                    in_flight_token](const engine::SubmitResult& s) mutable {
-    if (s.refusal != engine::Refusal::kNone) {
-      const ApiError e = refusal_error(s, chat);
-      return reply->send(error_response(e, error_metric_type(e)));
-    }
-    const int id = s.id;
-    auto abandon = [this, id, in_flight_token] {
-      metrics.error("client_disconnected").inc();
-      loop->cancel(id);
-    };
-    reply->follow(
-        std::make_shared<CompletionSource>(channel, std::move(writer), std::move(abandon)));
+      r.stream, r.include_usage, r.n, b.reply, r.logprobs);
+  // The choices are answered together or not at all: once the scheduler has taken or refused
+  // each (on the engine thread), the response follows them, or a refusal cancels those taken.
+  struct Gathering {
+    std::mutex mutex;
+    int pending = 0;
+    std::vector<int> ids;
+    std::optional<engine::SubmitResult> refused;
   };
-  loop->submit(std::get<engine::Request>(std::move(built)), std::move(submitted));
+  auto gathering = std::make_shared<Gathering>();
+  gathering->pending = static_cast<int>(b.choices.size());
+  auto source = std::make_shared<CompletionSource>(
+      b.channels, std::move(writer), [this, gathering, in_flight_token] {
+        metrics.error("client_disconnected").inc();
+        std::lock_guard lock(gathering->mutex);
+        for (int id : gathering->ids) loop->cancel(id);
+      });
+  for (engine::Request& request : b.choices) {
+    loop->submit(std::move(request), [this, reply, chat, gathering, source,
+                                      in_flight_token](const engine::SubmitResult& s) {
+      std::unique_lock lock(gathering->mutex);
+      if (s.refusal != engine::Refusal::kNone) {
+        if (!gathering->refused) gathering->refused = s;
+      } else {
+        gathering->ids.push_back(s.id);
+      }
+      if (--gathering->pending > 0) return;
+      if (gathering->refused) {
+        for (int id : gathering->ids) loop->cancel(id);
+        lock.unlock();
+        const ApiError e = refusal_error(*gathering->refused, chat);
+        return reply->send(error_response(e, error_metric_type(e)));
+      }
+      lock.unlock();
+      reply->follow(source);
+    });
+  }
+}
+
+void Server::Impl::handle_utility(const HttpRequest& request, const std::shared_ptr<Reply>& reply) {
+  auto body = parse_json_body(request.body);
+  if (auto* e = std::get_if<ApiError>(&body))
+    return reply->send(error_response(*e, "invalid_request"));
+  const auto& json_body = std::get<nlohmann::ordered_json>(body);
+  const std::string_view path = request.head.path();
+  RouteAnswer answer = path == "/tokenize"     ? tokenize_route(json_body, tokenizer)
+                       : path == "/detokenize" ? detokenize_route(json_body, tokenizer)
+                                               : apply_template_route(json_body, tokenizer,
+                                                                      options.chat_template);
+  if (auto* e = std::get_if<ApiError>(&answer))
+    return reply->send(error_response(*e, error_metric_type(*e)));
+  reply->send(json_response(200, std::get<json>(answer)));
 }
 
 Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

@@ -1,5 +1,6 @@
 // server::Server — the OpenAI-compatible HTTP API over one engine: /v1/chat/completions,
-// /v1/completions (JSON or SSE), /v1/models, /health, /metrics. One engine thread owns the
+// /v1/completions (JSON or SSE), /v1/models, /health, /metrics, and llama-server's /tokenize,
+// /detokenize and /apply-template. One engine thread owns the
 // Scheduler; handlers hand it requests and connections take what it generates, so no lock is held
 // across a forward pass and every request is answered exactly once.
 #pragma once
@@ -8,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "telemetry/metrics.h"
@@ -18,12 +20,14 @@ namespace server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                   // 0: any free port (see Server::port())
-  std::string api_key;               // empty: no authentication
-  size_t max_body_bytes = 4u << 20;  // larger request bodies get 413
-  int max_queue = 64;                // requests waiting for a slot; more get 503
-  std::string model_id;              // the name /v1/models lists
-  std::string chat_template;         // Jinja source used for /v1/chat/completions
+  int port = 8080;                        // 0: any free port (see Server::port())
+  std::string api_key;                    // empty: no authentication
+  size_t max_body_bytes = 4u << 20;       // larger request bodies get 413
+  int max_queue = 64;                     // requests waiting for a slot; more get 503
+  std::string model_id;                   // the name /v1/models lists
+  bool any_model = false;                 // answer requests naming another model (else 404)
+  std::string chat_template;              // Jinja source used for /v1/chat/completions
+  std::vector<std::string> cors_origins;  // browser origins allowed ("*": any); empty: no CORS
   // A request's head and body must arrive within this from its first byte (else 408), and each
   // response write must finish within it (else the connection closes).
   std::chrono::milliseconds request_timeout{30'000};

@@ -69,6 +69,22 @@ TEST(GemmaArguments, RefusesMalformedArguments) {
   EXPECT_EQ(gemma_to_json("{a:{b:1}"), "");
 }
 
+TEST(GemmaArguments, WithoutSpaceOnlyStringsHoldWhitespace) {
+  // As Gemma 4 writes calls: no whitespace between tokens (what a constraint enforces).
+  auto strict = [](std::string_view text) {
+    chat::GemmaArgumentReader reader(/*allow_space=*/false);
+    std::string out;
+    for (char c : text) {
+      if (!reader.push(c, out)) return std::string("refused");
+    }
+    return out;
+  };
+  EXPECT_EQ(strict(R"({a:<|"|>x y<|"|>,b:[1,2]})"), R"({"a":"x y","b":[1,2]})");
+  for (const char* spaced : {"{ a:1}", "{a: 1}", "{a:1 }", "{a:[1, 2]}", "{a:1,\nb:2}"}) {
+    EXPECT_EQ(strict(spaced), "refused") << spaced;
+  }
+}
+
 TEST(GemmaArguments, HoldsAPossibleDelimiterInsideAString) {
   chat::GemmaArgumentReader reader;
   std::string out;

@@ -237,6 +237,8 @@ TEST(ToolConstraint, MaskFactsOnGemma4) {
   EXPECT_TRUE(has(in_args, "c"));
   EXPECT_TRUE(has(in_args, "<|\"|>"));
   EXPECT_FALSE(has(in_args, "u"));  // unit comes after city in the schema's order
+  EXPECT_FALSE(has(in_args, " "));  // Gemma 4 writes no whitespace between tokens
+  EXPECT_FALSE(has(in_args, "\n"));
   // A finished call may end the reply (end of turn or <|tool_response>) or be followed by another.
   auto after = allowed("<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>}<tool_call|>");
   EXPECT_TRUE(has(after, "<|tool_response>"));

@@ -26,11 +26,12 @@ inline std::string model_path() {
   return (testing_util::shared_dir() / "models/stories260K.gguf").string();
 }
 
-// A server on a free loopback port, running on its own thread for the test's lifetime.
+// A server on a free loopback port, running on its own thread for the test's lifetime: stories260K
+// with a plain chat template unless the options name another model, template and id.
 class Running {
  public:
   explicit Running(engine::EngineOptions eo, server::ServerOptions so = {}) {
-    eo.model_path = model_path();
+    if (eo.model_path.empty()) eo.model_path = model_path();
     auto e = engine::Engine::load(eo);
     EXPECT_TRUE(e.ok()) << e.error().message();
     engine_ = std::move(*e);
@@ -38,9 +39,11 @@ class Running {
     EXPECT_TRUE(t.ok());
     tokenizer_ = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
     so.port = 0;
-    so.model_id = "stories260K";
-    so.chat_template =
-        "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:";
+    if (so.model_id.empty()) so.model_id = "stories260K";
+    if (so.chat_template.empty()) {
+      so.chat_template =
+          "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}\n{% endfor %}assistant:";
+    }
     auto s = server::Server::create(*engine_, *tokenizer_, so);
     EXPECT_TRUE(s.ok()) << s.error().message();
     server_ = std::move(*s);

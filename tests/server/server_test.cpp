@@ -167,7 +167,7 @@ TEST(Server, BadRequestsGetTheRightStatusNamingTheField) {
       {"{not json", 400, "", ""},
       {R"({"prompt":"x","max_tokens":"ten"})", 400, "max_tokens", ""},
       {R"({"prompt":"x","temperature":-1})", 400, "temperature", ""},
-      {R"({"prompt":"x","n":3})", 400, "n", ""},
+      {R"({"prompt":"x","n":17})", 400, "n", ""},
       {R"({"prompt":"x","stop":[1,2]})", 400, "stop[0]", ""},
       {R"({"max_tokens":3})", 400, "prompt", ""},
       {json{{"prompt", std::string(5000, 'x')}}.dump(), 413, "", ""},

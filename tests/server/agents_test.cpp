@@ -42,15 +42,15 @@ std::unique_ptr<Running> gemma_server(server::ServerOptions so = {}) {
   so.model_id = "tiny-e";
   so.chat_template = std::string(*chat::builtin_template("gemma4"));
   return std::make_unique<Running>(
-      engine::EngineOptions{
-          .model_path = gemma_model(), .n_ctx = 1024, .n_ubatch = 64, .n_slots = 4},
+      engine::EngineOptions{.model_path = gemma_model(),
+                            .request = {.n_ctx = 1024, .n_slots = 4, .n_ubatch = 64}},
       so);
 }
 
 // stories260K with an f32 KV cache, so logprobs can be held to the golden float64 logits.
 std::unique_ptr<Running> stories_server(server::ServerOptions so = {}) {
   engine::EngineOptions eo = server_test::small();
-  eo.k_type = eo.v_type = tensor::DType::kF32;
+  eo.request.k_type = eo.request.v_type = tensor::DType::kF32;
   return std::make_unique<Running>(eo, so);
 }
 

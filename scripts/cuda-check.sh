@@ -1,51 +1,156 @@
 #!/usr/bin/env bash
-# The checks of the CUDA backend that need an NVIDIA GPU, in one run (docs/cuda.md): the GPU as
-# nvidia-smi sees it, the kernel tests against the reference (plain, then under compute-sanitizer
-# memcheck when it is installed), whole forward passes on the GPU against golden and CPU logits,
-# the decode matvec benchmark, and the planner's and the doctor's view of the GPU through NVML.
+# The checks of the CUDA backend that need an NVIDIA GPU, in one run that a GPU session starts with
+# (docs/cuda.md, issue 18 item 8): the GPU as nvidia-smi sees it, the kernels' lane tests (host
+# code, a check that this build runs here), the kernel tests against the reference, whole forward
+# passes on the GPU against golden and CPU logits, the decode matvec benchmark, the planner's and
+# the doctor's view of the GPU through NVML, then the kernel tests under compute-sanitizer memcheck.
+# Kernel tests: backend_cases_tests' CUDA table (every op against the reference) and
+# cuda_backend_tests (the backend's refusals).
+#
 # Usage: scripts/cuda-check.sh [BUILD_DIR] [LOG_DIR]
-#   BUILD_DIR  a build with the CUDA backend (default: build); only its binaries are used
+#   BUILD_DIR  a build with the CUDA backend for this GPU's architecture, e.g. sm_90 built on a
+#              CPU machine (default: build). Only its binaries are used: nothing is rebuilt.
 #   LOG_DIR    where each step's full output goes (default: BUILD_DIR/cuda-check)
-# Exits non-zero when a test fails or a step cannot run; prints a summary table last.
+#   CUDA_CHECK_BUDGET_S  the whole run's time limit in seconds (default 570: under 10 minutes).
+#                        Each step is cut at its own limit or at what is left of the budget; a
+#                        step with under 10 s left is not started.
+#
+# Ends with a table of every step (ok; skips: gtest skipped some; FAIL; TIMEOUT: over the step's own
+# limit; cut: stopped by the budget; not run, and why), with gtest's counts and the seconds each
+# took, also written to LOG_DIR/summary.txt. Exit status: 1 when a step failed or timed out, else 2
+# when a step was cut or not run or tests were skipped (no GPU, a missing binary or tool), else 0.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 build=${1:-build}
 logs=${2:-$build/cuda-check}
+budget=${CUDA_CHECK_BUDGET_S:-570}
 mkdir -p "$logs"
-tests=$build/tests/kernels/cuda_backend_tests
+kernel_tests=$build/tests/kernels/cuda_backend_tests
+cases_tests=$build/tests/kernels/backend_cases_tests
+lane_tests=(cuda_lanes_tests cuda_attention_lanes_tests cuda_fused_lanes_tests)
 model_tests=$build/tests/model/cuda_model_tests
 bench=$build/bench/kernels/cuda_matvec_bench
 headroom=$build/apps/headroom/headroom
-status=0
-summary=()
+deadline=$((SECONDS + budget))
+failed=0
+incomplete=0
+rows=()
 
-step() {  # step NAME COMMAND...: runs COMMAND, output to LOG_DIR/NAME.log and the terminal
-  local name=$1
-  shift
-  echo "== $name: $*"
-  if "$@" 2>&1 | tee "$logs/$name.log"; then
-    summary+=("ok    $name")
+row() {  # row RESULT NAME SECONDS NOTE: one line of the summary table
+  rows+=("$(printf '%-8s %-28s %6s  %s' "$1" "$2" "$3" "$4")")
+}
+
+not_run() {  # not_run NAME WHY
+  row "not run" "$1" "-" "$2"
+  incomplete=1
+}
+
+# gtest's own count of what ran, from a step's log: "12 passed, 3 skipped" (empty if not gtest).
+gtest_counts() {
+  local log=$1 passed skipped failed_tests
+  passed=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  skipped=$(sed -n 's/^\[  SKIPPED \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  failed_tests=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -1)
+  [[ -z $passed && -z $skipped && -z $failed_tests ]] && return
+  local note="${passed:-0} passed"
+  [[ -n $skipped ]] && note+=", $skipped skipped"
+  [[ -n $failed_tests ]] && note+=", $failed_tests failed"
+  echo "$note"
+}
+
+# step NAME LIMIT_S COMMAND...: runs COMMAND under the smaller of LIMIT_S and the budget left, its
+# output to LOG_DIR/NAME.log and the terminal; a step whose binary is missing is not run, and one
+# whose gtest log reports skipped tests is marked "skips" (a GPU test skips without a GPU).
+step() {
+  local name=$1 limit=$2
+  shift 2
+  local arg
+  for arg in "$@"; do  # the command, or the binary a tool (compute-sanitizer) runs
+    if [[ $arg == "$build"/* && ! -x $arg ]]; then
+      not_run "$name" "missing $arg (not built in BUILD_DIR)"
+      return
+    fi
+  done
+  local left=$((deadline - SECONDS))
+  if ((left < 10)); then
+    not_run "$name" "time budget spent"
+    return
+  fi
+  local cut_by_budget=0
+  ((limit > left)) && limit=$left cut_by_budget=1
+  echo "== $name (limit ${limit}s): $*"
+  local log=$logs/$name.log start=$SECONDS rc
+  timeout "$limit" "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  local took=$((SECONDS - start)) note
+  note=$(gtest_counts "$log")
+  if ((rc == 124 && cut_by_budget)); then
+    row "cut" "$name" "$took" "stopped when the ${budget}s budget ran out; see $log"
+    incomplete=1
+  elif ((rc == 124)); then
+    row "TIMEOUT" "$name" "$took" "over its ${limit}s limit; see $log"
+    failed=1
+  elif ((rc != 0)); then
+    row "FAIL" "$name" "$took" "exit $rc${note:+; $note}; see $log"
+    failed=1
   else
-    summary+=("FAIL  $name (see $logs/$name.log)")
-    status=1
+    if [[ $note == *skipped* ]]; then
+      row "skips" "$name" "$took" "$note"
+      incomplete=1
+    else
+      row "ok" "$name" "$took" "$note"
+    fi
   fi
 }
 
-step gpu nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.limit,pcie.link.gen.current,pcie.link.width.current --format=csv
-step tests "$tests" --gtest_color=no
-step model_tests "$model_tests" --gtest_color=no
-step bench "$bench"
-step plan "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192
-step plan_json "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192 --json
+echo "cuda-check: $(git rev-parse --short HEAD 2>/dev/null || echo 'no git') $(git status --porcelain 2>/dev/null | grep -q . && echo '(uncommitted changes)'), build $build, budget ${budget}s"
+if command -v nvidia-smi >/dev/null; then
+  step gpu 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.limit,pcie.link.gen.current,pcie.link.width.current --format=csv
+else
+  not_run gpu "nvidia-smi not found (no driver?)"
+fi
+for t in "${lane_tests[@]}"; do
+  step "$t" 60 "$build/tests/kernels/$t" --gtest_color=no
+done
+step tests 180 "$kernel_tests" --gtest_color=no
+step cases 180 "$cases_tests" --gtest_color=no --gtest_filter='*CudaTable*'
+step model_tests 180 "$model_tests" --gtest_color=no
+# The same passes recorded as CUDA graphs and replayed: the graphs' kernel and copy counts
+# (CudaDecodeBudget) and the results of replayed steps.
+step model_tests_recorded 180 env HEADROOM_RECORD_PASSES=1 "$model_tests" --gtest_color=no
+step bench 120 "$bench"
+step plan 30 "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192
+step plan_json 30 "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192 --json
 # The doctor reads the GPU's clocks, power and throttle reasons through NVML while it measures.
-step doctor "$headroom" doctor -m models/stories260K.gguf --json
-if command -v compute-sanitizer >/dev/null; then
-  # Last, and bounded: memcheck slows kernels many times over. The matmul case at full size takes
-  # longest under it; the other cases cover every other kernel.
-  step memcheck timeout 300 compute-sanitizer --tool memcheck --error-exitcode 1 "$tests" \
-    --gtest_color=no --gtest_filter='-CudaBackendTest.MatmulMatchesTheReferenceForEveryTypeAndBatch'
+step doctor 60 "$headroom" doctor -m models/stories260K.gguf --json
+# The toolkit's bin directory is often not on PATH on a GPU machine.
+cuda_home=${CUDA_HOME:-/usr/local/cuda}
+sanitizer=$(command -v compute-sanitizer)
+for candidate in "$cuda_home"/bin/compute-sanitizer "$cuda_home"/compute-sanitizer/compute-sanitizer; do
+  [[ -z $sanitizer && -x $candidate ]] && sanitizer=$candidate
+done
+if [[ -n $sanitizer ]]; then
+  # Last, and bounded: memcheck slows kernels many times over.
+  step memcheck_cases 300 "$sanitizer" --tool memcheck --error-exitcode 1 "$cases_tests" \
+    --gtest_color=no --gtest_filter='*CudaTable*'
+  step memcheck 60 "$sanitizer" --tool memcheck --error-exitcode 1 "$kernel_tests" --gtest_color=no
+else
+  not_run memcheck_cases "compute-sanitizer not found on PATH or in $cuda_home"
+  not_run memcheck "compute-sanitizer not found on PATH or in $cuda_home"
 fi
 
-echo
-printf '%s\n' "${summary[@]}"
-exit $status
+{
+  echo
+  printf '%-8s %-28s %6s  %s\n' result step seconds note
+  printf '%s\n' "${rows[@]}"
+  if ((failed)); then
+    echo "cuda-check: FAILED (see the logs in $logs)"
+  elif ((incomplete)); then
+    echo "cuda-check: incomplete: steps not run or tests skipped, listed above"
+  else
+    echo "cuda-check: every step passed in $((SECONDS - deadline + budget))s"
+  fi
+} | tee "$logs/summary.txt"
+((failed)) && exit 1
+((incomplete)) && exit 2
+exit 0

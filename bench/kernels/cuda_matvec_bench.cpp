@@ -1,9 +1,11 @@
-// CUDA decode matvec (CudaBackend::matmul with one token) per weight type: bytes read per call
-// (weights + activations + output) over the median time → GB/s, and its ratio to the measured
-// ceiling: a 1 GiB device-to-device cudaMemcpy (bytes read + written over its median time), the
-// "measured device copy bandwidth" of issue #9; the datasheet peak (memory clock × bus width) is
-// printed beside it. Decode is bandwidth-bound, so the ratio is the kernel's grade. Prints
-// "no GPU" and exits 0 on a machine without one.
+// CUDA decode matvec per weight type, one token: bytes read per call (weights + activations +
+// output) over the median time → GB/s, and its ratio to the measured ceiling: a 1 GiB
+// device-to-device cudaMemcpy (bytes read + written over its median time), the "measured device
+// copy bandwidth" of issue #9; the datasheet peak (memory clock × bus width) is printed beside it.
+// Decode is bandwidth-bound, so the ratio is the kernel's grade. Two paths per type: the f32
+// activations of CudaBackend::matmul, and, for the types with 8-bit pieces (matvec_lanes.h), the
+// decode path of CudaBackend::matmuls over 8-bit activations (dp4a, 16-byte loads); "x f32" is
+// its speed-up. Prints "no GPU" and exits 0 on a machine without one.
 //
 // Usage: cuda_matvec_bench [ROWS COLS [TYPE]]   (TYPE, e.g. Q4_K: that type alone, for a profiler;
 // default 16384 × 14336: even at 4 bits per weight,
@@ -19,7 +21,9 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/act_q8.h"
 #include "kernels/cuda/backend.h"
+#include "kernels/cuda/matvec_lanes.h"
 #include "tensor/dtype.h"
 
 namespace {
@@ -30,14 +34,15 @@ using tensor::DType;
 constexpr int kRepeats = 50;
 constexpr int kRounds = 7;  // median of these
 
-// Seconds per call, median over rounds of kRepeats queued calls; negative on error.
-double time_matvec(CudaBackend& gpu, const kernels::Matrix& w, const float* x, float* y) {
+// Seconds per call of `call`, median over rounds of kRepeats queued calls; negative on error.
+template <class Call>
+double time_calls(CudaBackend& gpu, Call&& call) {
   std::vector<double> rounds;
-  gpu.matmul(w, x, y, 1);  // warm-up: module load, first-touch
+  call();  // warm-up: module load, first-touch
   if (!gpu.synchronize().ok()) return -1;
   for (int r = 0; r < kRounds; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kRepeats; ++i) gpu.matmul(w, x, y, 1);
+    for (int i = 0; i < kRepeats; ++i) call();
     if (auto s = gpu.synchronize(); !s.ok()) {
       std::fprintf(stderr, "%s\n", s.error().message().c_str());
       return -1;
@@ -90,7 +95,8 @@ int main(int argc, char** argv) {
       "W %lld x %lld, 1 token\n",
       d.name.c_str(), d.sm_major, d.sm_minor, d.n_sm, d.total_bytes / 1073741824.0, ceiling,
       d.peak_gbs, static_cast<long long>(rows), static_cast<long long>(cols));
-  std::printf("%-8s %10s %10s %9s %7s %7s\n", "type", "MB", "us", "GB/s", "%copy", "%peak");
+  std::printf("%-8s %10s | %10s %9s %7s %7s | %10s %9s %7s %7s\n", "type", "MB", "f32 us", "GB/s",
+              "%copy", "%peak", "q8 us", "GB/s", "%copy", "x f32");
 
   std::mt19937 rng(1);
   std::vector<float> x(cols);
@@ -99,6 +105,15 @@ int main(int argc, char** argv) {
   auto y_dev = gpu.allocate(rows * sizeof(float));
   if (!x_dev.ok() || !y_dev.ok() || !gpu.upload(*x_dev, x.data(), x.size() * sizeof(float)).ok()) {
     std::fprintf(stderr, "cannot allocate the activations\n");
+    return 1;
+  }
+  // The 8-bit form of x, as the op before a decode matmul writes it.
+  const size_t q8_bytes = kernels::act_q8_fits(cols) ? kernels::act_q8_row_bytes(cols) : 0;
+  std::vector<uint8_t> x_q8(q8_bytes);
+  if (q8_bytes > 0) kernels::quantize_act_rows(x.data(), cols, 1, x_q8.data());
+  auto x_q8_dev = gpu.allocate(q8_bytes > 0 ? q8_bytes : 16);
+  if (!x_q8_dev.ok() || (q8_bytes > 0 && !gpu.upload(*x_q8_dev, x_q8.data(), q8_bytes).ok())) {
+    std::fprintf(stderr, "cannot allocate the 8-bit activations\n");
     return 1;
   }
   const DType types[] = {DType::kF32,  DType::kF16,    DType::kBF16,   DType::kQ8_0,
@@ -128,20 +143,35 @@ int main(int argc, char** argv) {
       continue;
     }
     const kernels::Matrix w{*w_dev, type, cols, rows, row_bytes};
-    const double seconds =
-        time_matvec(gpu, w, static_cast<float*>(*x_dev), static_cast<float*>(*y_dev));
+    auto* x_f32 = static_cast<float*>(*x_dev);
+    auto* y = static_cast<float*>(*y_dev);
+    const auto f32_call = [&] { gpu.matmul(w, x_f32, y, 1); };
+    const double seconds = time_calls(gpu, f32_call);
+    const bool q8 = q8_bytes > 0 && kernels::cuda::has_q8_lanes(type);
+    const kernels::MatmulOut out{w, y};
+    const auto q8_call = [&] { gpu.matmuls(&out, 1, {x_f32, *x_q8_dev}, 1); };
+    const double q8_seconds = q8 ? time_calls(gpu, q8_call) : 0.0;
     gpu.release(*w_dev);
-    if (seconds <= 0) {
+    if (seconds <= 0 || q8_seconds < 0) {
       ++failures;
       continue;
     }
     const double moved = static_cast<double>(bytes.size()) + (cols + rows) * sizeof(float);
     const double gbs = moved / seconds / 1e9;
-    std::printf("%-8s %10.1f %10.1f %9.0f %6.0f%% %6.0f%%\n", tensor::dtype_name(type).data(),
+    std::printf("%-8s %10.1f | %10.1f %9.0f %6.0f%% %6.0f%% |", tensor::dtype_name(type).data(),
                 moved / 1e6, seconds * 1e6, gbs, ceiling > 0 ? 100.0 * gbs / ceiling : 0.0,
                 d.peak_gbs > 0 ? 100.0 * gbs / d.peak_gbs : 0.0);
+    if (q8) {
+      const double q8_moved = static_cast<double>(bytes.size()) + q8_bytes + rows * sizeof(float);
+      const double q8_gbs = q8_moved / q8_seconds / 1e9;
+      std::printf(" %10.1f %9.0f %6.0f%% %6.2fx\n", q8_seconds * 1e6, q8_gbs,
+                  ceiling > 0 ? 100.0 * q8_gbs / ceiling : 0.0, seconds / q8_seconds);
+    } else {
+      std::printf(" %10s %9s %7s %7s\n", "-", "-", "-", "-");
+    }
   }
   gpu.release(*x_dev);
+  gpu.release(*x_q8_dev);
   gpu.release(*y_dev);
   return failures == 0 ? 0 : 1;
 }

@@ -110,7 +110,8 @@ Verification Engine::verify() const {
                  .resident = cache_.bytes_resident()};
   MemoryCheck act{.name = "activations",
                   .planned = plan_.bytes_of(plan::ItemKind::kActivations),
-                  .allocated = model_->workspace_bytes() + backend_->scratch_bytes() +
+                  .allocated = model_->workspace_bytes() + model_->staging_bytes() +
+                               backend_->scratch_bytes() +
                                (host_backend_ ? host_backend_->scratch_bytes() : 0)};
   act.resident = act.allocated;
   v.classes = {weights, kv, act};

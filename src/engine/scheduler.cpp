@@ -82,8 +82,10 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
   batch_output_.resize(n);
   batch_owner_.resize(n);
   // The logits rows one step computes, exactly as the plan counts them.
-  logits_.resize(static_cast<size_t>(plan::logit_rows(engine_.plan().request)) *
-                 engine_.spec().n_vocab);
+  const size_t logit_rows = plan::logit_rows(engine_.plan().request);
+  top_ids_.resize(logit_rows * model::Outputs::kMaxTopK);
+  top_logits_.resize(logit_rows * model::Outputs::kMaxTopK);
+  logits_.resize(logit_rows * engine_.spec().n_vocab);
 }
 
 Scheduler::~Scheduler() {
@@ -281,14 +283,15 @@ int Scheduler::assemble_batch() {
 
 // Hands out each output row: prompt logits to whoever asked, then a sample for each sequence whose
 // last token was evaluated, in batch order.
-void Scheduler::sample(int n_batch) {
+void Scheduler::sample(int n_batch, int k) {
   const int n_vocab = engine_.spec().n_vocab;
   const int n_ctx = engine_.n_ctx();
   int row = 0;
   for (int i = 0; i < n_batch; ++i) {
     Sequence* seq = batch_owner_[i];
     if (!seq) continue;
-    std::span<float> logits(logits_.data() + static_cast<size_t>(row++) * n_vocab, n_vocab);
+    const size_t r = static_cast<size_t>(row++);
+    std::span<float> logits(logits_.data() + r * n_vocab, n_vocab);
     const int pos = batch_pos_[i];
     if (seq->all_logits() && pos < seq->stats.n_prompt && pos >= seq->n_reported) {
       seq->request.prompt_logits(pos, logits);  // once, even when a resumption recomputes it
@@ -302,7 +305,9 @@ void Scheduler::sample(int n_batch) {
     const std::span<const int32_t> generated = std::span(seq->tokens).subspan(seq->stats.n_prompt);
     if (seq->logprobs) seq->logprobs->capture(logits);  // the model's own, before any edit
     if (seq->request.constrain) seq->request.constrain(logits, generated);
-    const int32_t token = seq->sampler.sample(logits, seq->tokens);
+    const int32_t token = k > 0 ? seq->sampler.sample_top(std::span(top_ids_).subspan(r * k, k),
+                                                          std::span(top_logits_).subspan(r * k, k))
+                                : seq->sampler.sample(logits, seq->tokens);
     if (seq->n_generated == 0) seq->stats.first_token = Clock::now();
     ++seq->n_generated;
     seq->tokens.push_back(token);
@@ -341,7 +346,12 @@ util::Result<StepStats> Scheduler::step() {
                      .pos = std::span(batch_pos_).first(n),
                      .slot = std::span(batch_slot_).first(n),
                      .output = std::span(batch_output_).first(n)};
-  auto status = engine_.model().forward(batch, engine_.cache(), logits_.data());
+  const int k = selection_size(n);
+  auto status = engine_.model().forward(batch, engine_.cache(),
+                                        {.logits = logits_.data(),
+                                         .top_k = k,
+                                         .top_ids = top_ids_.data(),
+                                         .top_logits = top_logits_.data()});
   if (!status) {
     for (auto& s : running_) finish(*s, FinishReason::kError, status.error().message());
     running_.clear();
@@ -352,9 +362,26 @@ util::Result<StepStats> Scheduler::step() {
     s->n_computed += s->n_scheduled;
     if (s->n_scheduled > 0) engine_.cache().commit(s->slot, s->tokens, s->n_computed);
   }
-  sample(n);
+  sample(n, k);
   std::erase_if(running_, [](const auto& s) { return s->slot < 0; });
   return stats;
+}
+
+// The candidates per output row that every sampling in this step can pick from exactly (the
+// largest over the rows), or 0 when some row needs whole logits: prompt logits, logprobs, a
+// constraint, penalties or an unbounded top-k. Only that many leave a GPU.
+int Scheduler::selection_size(int n_batch) const {
+  int k = 0;
+  for (int i = 0; i < n_batch; ++i) {
+    const Sequence* seq = batch_owner_[i];
+    if (seq == nullptr) continue;
+    const int needed = seq->request.sampling.candidates_needed();
+    if (seq->all_logits() || seq->logprobs || seq->request.constrain || needed == 0 ||
+        needed > model::Outputs::kMaxTopK)
+      return 0;
+    k = std::max(k, needed);
+  }
+  return k;
 }
 
 util::Status run_until_idle(Scheduler& scheduler) {

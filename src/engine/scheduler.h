@@ -74,7 +74,8 @@ class Scheduler {
   void make_room(StepStats& stats);
   void preempt(Sequence& seq);
   int assemble_batch();
-  void sample(int n_batch);
+  int selection_size(int n_batch) const;
+  void sample(int n_batch, int k);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
 
   Engine& engine_;
@@ -89,6 +90,8 @@ class Scheduler {
   std::vector<uint8_t> batch_output_;
   std::vector<Sequence*> batch_owner_;  // sequence whose logits row this output is
   std::vector<float> logits_;
+  std::vector<int32_t> top_ids_;  // [logit rows][kMaxTopK] when a step samples from selections
+  std::vector<float> top_logits_;
 };
 
 // Steps `scheduler` until every request it holds has ended.

@@ -70,7 +70,16 @@ struct AttentionBatch {
   // the keys after it up to attend_until[t] (the image's last position); the window then bounds
   // both sides: |p − pos| < W. Equal to pos[t] for every other token.
   const int32_t* attend_until = nullptr;
+  // The 8-bit form of `out` (act_q8.h) for the matmul after it, or null.
+  void* out_q8 = nullptr;
+  // Working memory for a device that splits a decode batch's context into chunks (each chunk's
+  // softmax state, then their combination): [T][n_head][kAttnMaxSplits][head_dim + 2] floats, given
+  // for T ≤ kActQ8MaxTokens; null: no split. Host backends ignore it.
+  float* partials = nullptr;
 };
+
+// The most chunks a device splits one query head's context into (AttentionBatch::partials).
+inline constexpr int kAttnMaxSplits = 16;
 
 // Whether a cache cell holding position p (−1: empty) is visible to a query at q_pos that may
 // see up to `until` (≥ q_pos): the rule every attention kernel applies (AttentionBatch).
@@ -121,6 +130,132 @@ struct RopeParams {
   RopeStyle style = RopeStyle::kAdjacent;
   int n_rot = 0;                    // dims of the head that rotate (even)
   const float* inv_freq = nullptr;  // [n_rot/2] angle per position of each pair
+};
+
+// --- The fused ops' arguments (ops.h, "Fused ops") -------------------------------------------
+
+enum class GluActivation { kSilu, kGelu };
+
+// One product of matmuls(): y = w · x.
+struct MatmulOut {
+  Matrix w;
+  float* y = nullptr;  // [T][w.n_rows]
+};
+
+// Activations a matmul reads: f32 rows and, for decode batches on a backend that quantizes
+// activations (Backend::quantizes_activations), their 8-bit form (act_q8.h) written by the op that
+// produced them — null where there is none.
+struct Activations {
+  const float* f32 = nullptr;  // [T][n_cols]
+  const void* q8 = nullptr;
+};
+
+// out = act(gate · x) ⊙ up, where up is (up_w · x), or, without up_w, rows of a given array
+// (Gemma 4's per-layer-input gate: up_rows[t · up_stride + i]).
+struct GluMatmul {
+  Matrix gate;
+  Matrix up;  // data null: up_rows is the second factor
+  const float* up_rows = nullptr;
+  int64_t up_stride = 0;
+  GluActivation act = GluActivation::kGelu;
+  Activations x;
+  int n_tokens = 0;
+  float* out = nullptr;      // [T][gate.n_rows]
+  void* out_q8 = nullptr;    // its 8-bit form, or null
+  float* scratch = nullptr;  // [T][gate.n_rows]: where the composed default puts the second factor
+};
+
+// The step of the residual stream between two matmuls (one kernel on a device):
+//   b = Σ_i norm(branch_i; branch_norm_i)      a branch without a norm weight is added as it is
+//   b = norm(b; sum_norm)                      when sum_norm is set
+//   x = (x + b) · x_scale
+//   then each output j: y_j = (normalize_j ? rmsnorm(x) ⊙ w_j : x) · scale_j ⊙ mul_j
+// The final b is written back over branch[0] (the traced "attn_out"/"ffn_out"), and a normed
+// branch[1] over itself, so nothing a trace reads is lost. Without branch[0] x is left as it is and
+// only the outputs are made (the first layer's input norm).
+struct ResidualNorm {
+  int64_t n = 0;   // values per row (n_embd)
+  int n_rows = 0;  // tokens
+  float eps = 0;
+  float* x = nullptr;                     // [T][n], updated in place
+  float* branch[2] = {nullptr, nullptr};  // [T][n] or null
+  const float* branch_norm[2] = {nullptr, nullptr};
+  const float* sum_norm = nullptr;
+  float x_scale = 1.0f;
+  struct Output {
+    bool normalize = false;
+    const float* w = nullptr;  // [n] or null (normalize without a weight)
+    float scale = 1.0f;
+    const float* mul = nullptr;  // [n] or null
+    float* y = nullptr;          // [T][n]; null when y would be x itself (only y_q8 is wanted)
+    void* y_q8 = nullptr;        // 8-bit form of y (of x when y is null), or null
+  };
+  Output out[3];
+  int n_out = 0;
+};
+
+// Before attention: per-head RMSNorm and RoPE of q and k, V's weightless norm, and K/V into the
+// cache, in the order the reference computes them:
+//   v = k (before k's norm) when v_from_k; q = rope(norm(q; q_norm)); k = rope(norm(k; k_norm));
+//   v = norm(v) when v_norm; store k, v at dst.
+// A norm weight that is null means no norm (llama). Without k (a KV-shared layer) only q is
+// prepared. q, k and v are written back in place.
+struct AttnPrep {
+  int n_tokens = 0;
+  int n_head = 0, n_head_kv = 0, head_dim = 0;
+  float eps = 0;
+  float* q = nullptr;  // [T][n_head][head_dim]
+  const float* q_norm = nullptr;
+  float* k = nullptr;  // [T][n_head_kv][head_dim], null for a layer that reads another's cache
+  const float* k_norm = nullptr;
+  float* v = nullptr;  // [T][n_head_kv][head_dim]
+  bool v_from_k = false;
+  bool v_norm = false;
+  const int32_t* pos = nullptr;  // [T]
+  RopeParams rope;
+  DType k_type = DType::kF32, v_type = DType::kF32;
+  const KvWrite* dst = nullptr;  // [T]
+};
+
+// A MoE layer's routing and its experts' gate/up (Gemma 4 26B-A4B), for each token t and each of
+// its k chosen experts e (slot j): h[t][j] = gelu(G_e · x_t) ⊙ (U_e · x_t). The routing is
+// moe_route's over router_logits, written to ids and weights for moe_down.
+struct MoeGlu {
+  const float* router_logits = nullptr;  // [T][n_expert]
+  int n_expert = 0, k = 0;
+  const float* expert_scale = nullptr;  // [n_expert] or null
+  int32_t* ids = nullptr;               // [T][k]
+  float* weights = nullptr;             // [T][k]
+  Matrix gate_up;   // fused: [n_expert · 2F] rows, gate then up per expert; data null when unfused
+  Matrix gate, up;  // unfused: [n_expert · F] rows each
+  int64_t n_ff = 0;  // F
+  Activations x;     // [T][n_cols]
+  int n_tokens = 0;
+  float* h = nullptr;    // [T][k][F]
+  void* h_q8 = nullptr;  // its 8-bit form ([T·k] rows), or null
+  // Where the composed default gathers an expert's tokens: [T][n_cols], [T][2F], [T][F].
+  float *scratch_in = nullptr, *scratch_gu = nullptr, *scratch_h = nullptr;
+};
+
+// The experts' down projections, weighted and summed per token:
+//   out[t] = Σ_j weights[t][j] · D_ids[t][j] · h[t][j]      (experts in ascending id order)
+struct MoeDown {
+  Matrix down;  // [n_expert · H] rows
+  int n_expert = 0, k = 0;
+  const int32_t* ids = nullptr;  // [T][k]
+  const float* weights = nullptr;
+  Activations h;  // [T·k][F]
+  int n_tokens = 0;
+  float* out = nullptr;  // [T][H]
+  // Where the composed default gathers an expert's rows: [T][F] and [T][H].
+  float *scratch_in = nullptr, *scratch_out = nullptr;
+};
+
+// A piece of the step upload that scatter() moves to where it belongs.
+struct ScatterPiece {
+  void* dst = nullptr;
+  uint32_t offset = 0;  // into the uploaded block
+  uint32_t bytes = 0;
 };
 
 }  // namespace kernels

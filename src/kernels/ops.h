@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "kernels/act_q8.h"
 #include "kernels/op_args.h"
 #include "tensor/dtype.h"
 #include "util/result.h"
@@ -94,6 +95,43 @@ class Backend {
   // Copies an [n_rows][n] block between row strides (slicing per-layer inputs, gathering rows).
   virtual void copy_rows(float* y, int64_t y_stride, const float* x, int64_t x_stride, int64_t n,
                          int64_t n_rows) = 0;
+
+  // --- Fused ops: what a decode step runs, one kernel launch each on a device backend (attention,
+  // above, is two: the chunks of the context, then their combination). The defaults (ops.cpp)
+  // compose the ops above in the order the models called them before these existed — so host
+  // backends keep their results bit for bit — and read their arguments directly, so a device
+  // backend overrides every one.
+
+  // Whether the ops that produce activations write their 8-bit form (act_q8.h) where given a
+  // destination, and the matmuls read it. Host backends quantize inside their matmuls instead and
+  // leave such destinations untouched. A destination is only given for batches of at most
+  // kActQ8MaxTokens tokens (a MoE layer's expert rows: tokens × k) of a width that is a multiple
+  // of 32.
+  virtual bool quantizes_activations() const { return false; }
+  // outs[i].y = outs[i].w · x for i < n: products that share their input (q, k and v).
+  virtual void matmuls(const MatmulOut* outs, int n, Activations x, int n_tokens);
+  // Gated products: gate/up and GeGLU, Gemma 4's per-layer-input gate (op_args.h).
+  virtual void matmul_glu(const GluMatmul& a);
+  // The residual stream between two matmuls: branch norms, the add, the layer scale and the norms
+  // of the next matmuls' inputs.
+  virtual void residual_norm(const ResidualNorm& a);
+  // q/k norms, RoPE, V's norm and the K/V store of one attention layer.
+  virtual void attn_prep(const AttnPrep& a);
+  // A MoE layer's routing and experts (op_args.h: MoeGlu, MoeDown), with the routing read where
+  // the ops run: no host round trip.
+  virtual void moe_glu(const MoeGlu& a);
+  virtual void moe_down(const MoeDown& a);
+  // The k largest of each of n_rows rows of n values, largest first (ties: the lower index first):
+  // ids and values [n_rows][k]. Sampling reads these instead of whole rows of logits.
+  virtual void top_k(const float* x, int64_t n, int n_rows, int k, int32_t* ids, float* values);
+  // Moves pieces[i] for i < *n_pieces (pieces, n_pieces and src in backend memory) from src +
+  // offset to dst: one upload of a step's small arrays, then this, instead of an upload each.
+  // max_pieces bounds *n_pieces (a kernel's grid).
+  virtual void scatter(const uint8_t* src, const ScatterPiece* pieces, const int32_t* n_pieces,
+                       int max_pieces);
+  // Backend memory → host memory from allocate_host, queued like an op: complete at the next
+  // synchronize().
+  virtual void download_async(void* host_dst, const void* src, size_t bytes);
 
   // The audio encoder's ops (src/mm, Gemma 4's conformer). Their defaults run kernels::ref on host
   // memory, which is all a host backend needs (the work is small beside the matrix products); a

@@ -232,7 +232,8 @@ util::Result<Cache> Cache::create(std::vector<LayerGeometry> layers, const Cache
       v.span.v_row_bytes = c.stores_[l.il].v_row;
     }
   }
-  c.tables_changed_.assign(n_groups, std::vector<char>(config.n_slots, 1));
+  c.tables_changed_.assign(
+      n_groups, std::vector<TableChange>(config.n_slots, {.first_entry = 0, .span = true}));
   c.cells_changed_.assign(n_groups, std::vector<std::pair<int, int>>(config.n_slots, {0, 0}));
   if (device != nullptr) HR_TRY(c.allocate_device_views());
   return c;
@@ -260,35 +261,42 @@ util::Status Cache::allocate_device_views() {
   return {};
 }
 
-util::Status Cache::sync() {
-  if (device_ == nullptr) return {};
+void Cache::take_changes(std::vector<ViewChange>& out) {
+  if (device_ == nullptr) return;
   for (int slot = 0; slot < config_.n_slots; ++slot) {
     for (size_t g = 0; g < groups_.size(); ++g) {
       auto& [first, last] = cells_changed_[g][slot];
       if (first < last) {
-        HR_TRY(device_->upload(device_cell_pos_[g][slot].get<int32_t>() + first,
-                               cell_pos_[g][slot].data() + first,
-                               static_cast<size_t>(last - first) * sizeof(int32_t)));
+        out.push_back({.dst = device_cell_pos_[g][slot].get<int32_t>() + first,
+                       .src = cell_pos_[g][slot].data() + first,
+                       .bytes = static_cast<size_t>(last - first) * sizeof(int32_t)});
       }
       first = last = 0;
-      if (!tables_changed_[g][slot]) continue;
+      TableChange& change = tables_changed_[g][slot];
       for (int il : group_layers_[g]) {
         if (!on_device(il)) continue;
         SlotView& v = views_[il][slot];
-        HR_TRY(device_->upload(v.device_k_blocks.get(), v.k_blocks.data(),
-                               v.k_blocks.size() * sizeof(const uint8_t*)));
-        HR_TRY(device_->upload(v.device_v_blocks.get(), v.v_blocks.data(),
-                               v.v_blocks.size() * sizeof(const uint8_t*)));
-        kernels::KvSpan span = v.span;
-        span.k_blocks = v.device_k_blocks.get<const uint8_t* const>();
-        span.v_blocks = v.device_v_blocks.get<const uint8_t* const>();
-        span.cell_pos = device_cell_pos_[g][slot].get<const int32_t>();
-        HR_TRY(device_->upload(v.device_span.get(), &span, sizeof(span)));
+        const size_t first_entry = static_cast<size_t>(change.first_entry);
+        if (first_entry < v.k_blocks.size()) {
+          const size_t bytes = (v.k_blocks.size() - first_entry) * sizeof(const uint8_t*);
+          out.push_back({.dst = v.device_k_blocks.get<const uint8_t*>() + first_entry,
+                         .src = v.k_blocks.data() + first_entry,
+                         .bytes = bytes});
+          out.push_back({.dst = v.device_v_blocks.get<const uint8_t*>() + first_entry,
+                         .src = v.v_blocks.data() + first_entry,
+                         .bytes = bytes});
+        }
+        if (!change.span) continue;
+        v.device_form = v.span;
+        v.device_form.k_blocks = v.device_k_blocks.get<const uint8_t* const>();
+        v.device_form.v_blocks = v.device_v_blocks.get<const uint8_t* const>();
+        v.device_form.cell_pos = device_cell_pos_[g][slot].get<const int32_t>();
+        out.push_back(
+            {.dst = v.device_span.get(), .src = &v.device_form, .bytes = sizeof(v.device_form)});
       }
-      tables_changed_[g][slot] = 0;
+      change = {};
     }
   }
-  return {};
 }
 
 int Cache::cell_of(int group, int32_t pos) const {
@@ -482,7 +490,8 @@ void Cache::point_views(int group, int slot, int entry) {
     v.k_blocks[entry] = st.k_base + first_cell * st.k_row;
     v.v_blocks[entry] = st.v_base + first_cell * st.v_row;
   }
-  tables_changed_[group][slot] = 1;
+  int& first = tables_changed_[group][slot].first_entry;
+  first = std::min(first, entry);
 }
 
 void Cache::refresh_views(int group, int slot, int first_changed) {
@@ -500,7 +509,7 @@ void Cache::refresh_views(int group, int slot, int first_changed) {
   for (size_t j = first_changed; j < table.size(); ++j) {
     point_views(group, slot, static_cast<int>(j));
   }
-  tables_changed_[group][slot] = 1;
+  tables_changed_[group][slot].span = true;
   auto& [lo, hi] = cells_changed_[group][slot];  // a released slot has no cells left to upload
   hi = std::min(hi, static_cast<int>(cells.size()));
   if (lo >= hi) lo = hi = 0;

@@ -5,6 +5,7 @@
 // sequence lets go, until the pool needs them (docs/memory.md, "Prefix reuse").
 #pragma once
 
+#include <limits>
 #include <optional>
 #include <span>
 #include <utility>
@@ -74,6 +75,14 @@ struct PoolUsage {
   size_t bytes_per_block = 0;
 };
 
+// A change of a device cache's views: bytes to copy from host memory (valid until the cache's
+// next call) to the device.
+struct ViewChange {
+  void* dst = nullptr;
+  const void* src = nullptr;
+  size_t bytes = 0;
+};
+
 class Cache {
  public:
   // `device`: a backend whose own memory (a GPU's) holds the K/V rows and the views attention
@@ -113,12 +122,16 @@ class Cache {
   // Where layer il's new K/V rows for (slot, pos) go; il must own its cache.
   kernels::KvWrite destination(int il, int slot, int32_t pos);
   // What attention in layer il reads for `slot`: its own cache or its source layer's (in the
-  // device's memory for a layer on the device, current as of the last sync()).
+  // device's memory for a layer on the device, current once take_changes() has reached it).
   const kernels::KvSpan* span(int il, int slot) const;
-  // Uploads the device layers' views changed since the last call (block tables after reserve,
-  // release or a ring block's replacement, cell positions after set_position). Call it before
-  // the ops read span(). Without device layers: nothing to do.
-  util::Status sync();
+  // Appends the device layers' views changed since the last call (block tables after reserve,
+  // release or a ring block's replacement, cell positions after set_position, a span's length):
+  // the copies that must reach the device before the ops read span(). A decode step changes one
+  // cell per group and slot, and a block's entries when a sequence enters a new block. Without
+  // device layers: none.
+  void take_changes(std::vector<ViewChange>& out);
+  // Whether layer il has a cache of its own (a KV-shared layer reads its source's).
+  bool owns(int il) const { return layers_[il].owns(); }
   // Whether layer il's rows (or its source's) are in the device's memory.
   bool on_device(int il) const {
     return device_ != nullptr && layer_device_[layers_[il].source] != 0;
@@ -148,8 +161,10 @@ class Cache {
     std::vector<const uint8_t*> k_blocks, v_blocks;
     kernels::KvSpan span;
     // Device caches: device copies of k_blocks, v_blocks (at their longest) and of span, whose
-    // pointers lead to them and to the group's device cell positions.
+    // pointers lead to them and to the group's device cell positions; device_form is that span as
+    // the device holds it (the source of its copies).
     kernels::Buffer device_k_blocks, device_v_blocks, device_span;
+    kernels::KvSpan device_form;
   };
   struct Slot {
     // [group] full groups: the block of each block of positions; sliding groups: the ring's
@@ -182,9 +197,15 @@ class Cache {
   kernels::Backend* device_ = nullptr;                       // null: a host cache
   std::vector<int> layer_device_;                            // [layer] non-zero: on device_
   std::vector<std::vector<kernels::Buffer>> device_cell_pos_;  // [group][slot], at their longest
-  std::vector<std::vector<char>> tables_changed_;  // [group][slot], since the last sync()
-  // [group][slot]: the cells whose positions changed since the last sync(), [first, last) — a
-  // decode pass changes one, so sync() uploads that one instead of the slot's whole array.
+  // [group][slot], since the last take_changes(): the first block-table entry that changed, and
+  // whether the span did (its length) — a new block changes one entry, not the whole table.
+  struct TableChange {
+    int first_entry = std::numeric_limits<int>::max();
+    bool span = false;
+  };
+  std::vector<std::vector<TableChange>> tables_changed_;
+  // [group][slot]: the cells whose positions changed since the last take_changes(), [first, last):
+  // a decode pass changes one, so one cell goes up instead of the slot's whole array.
   std::vector<std::vector<std::pair<int, int>>> cells_changed_;
 };
 

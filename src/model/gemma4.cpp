@@ -3,10 +3,10 @@
 #include "model/gemma4.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 #include "model/lanes.h"
-#include "model/llama.h"
 
 namespace model {
 namespace {
@@ -51,21 +51,24 @@ struct Scratch {
   float *hb, *hb2;       // [B][max n_ff]
   float *ple, *ple_tmp;  // [B][L·P] per-layer inputs (layer l at column l·P)
   float *ple_a, *ple_b;  // [B][P]
-  // [B][H]: router input, experts' input, their sum, rows per expert
-  float *moe_in, *moe_out, *moe_acc, *moe_rows_in, *moe_rows_out;
-  float* router_logits;             // [B][n_expert]
-  float* expert_gu;                 // [B][2F]
-  float* expert_h;                  // [B][F]
-  int32_t* expert_ids;              // [B][k]
-  float* expert_weights;            // [B][k]
-  int32_t* expert_rows;             // [B]
-  kernels::KvWrite* kv_dst;         // [B]
-  const kernels::KvSpan** kv_span;  // [B]
-  int32_t* out_rows;                // [B]
+  // MoE, [B][H]: the router's input, the experts' input, their weighted sum
+  float *moe_in, *moe_out, *moe_acc;
+  float* router_logits;   // [B][n_expert]
+  int32_t* expert_ids;    // [B][k]
+  float* expert_weights;  // [B][k]
+  float* expert_h;        // [B][k][F]
+  // Where the composed MoE ops gather one expert's rows ([B][H], [B][2F], [B][F]).
+  float *moe_gather_h, *moe_gather_gu, *moe_gather_f;
+  int32_t* out_rows;  // [B]
+  // A device's decode (batches of at most kActQ8MaxTokens): 8-bit activations of the matmul
+  // inputs (act_q8.h) and attention's split states; null on a host.
+  void *xb_q8, *x_q8, *att_q8, *hb_q8, *ple_a_q8, *moe_in_q8, *moe_out_q8, *expert_h_q8;
+  float* attn_partials;
+  StageRegions stage;
 
   template <class Carver>
-  static Scratch lay_out(Carver& c, const Spec& s, int B) {
-    size_t q_dim = 0, kv_dim = 0, n_ff = 0, n_expert = 1, k = 1, f_exp = 1;
+  static Scratch lay_out(Carver& c, const Spec& s, int B, bool device) {
+    size_t q_dim = 0, kv_dim = 0, n_ff = 0, n_expert = 1, k = 1, f_exp = 1, n_head = 0, hd = 0;
     for (const auto& l : s.layers) {
       q_dim = std::max<size_t>(q_dim, l.q_dim());
       kv_dim = std::max<size_t>(kv_dim, l.kv_dim());
@@ -73,6 +76,8 @@ struct Scratch {
       n_expert = std::max<size_t>(n_expert, l.n_expert);
       k = std::max<size_t>(k, l.n_expert_used);
       f_exp = std::max<size_t>(f_exp, l.n_ff_exp);
+      n_head = std::max<size_t>(n_head, l.n_head);
+      hd = std::max<size_t>(hd, l.head_dim);
     }
     const bool moe = n_expert > 1;
     const size_t b = B, h = s.n_embd, p = s.n_embd_per_layer, lp = p * s.n_layer;
@@ -94,17 +99,32 @@ struct Scratch {
     r.moe_in = c.floats(moe_b * h);
     r.moe_out = c.floats(moe_b * h);
     r.moe_acc = c.floats(moe_b * h);
-    r.moe_rows_in = c.floats(moe_b * h);
-    r.moe_rows_out = c.floats(moe_b * h);
     r.router_logits = c.floats(moe_b * n_expert);
-    r.expert_gu = c.floats(moe_b * 2 * f_exp);
-    r.expert_h = c.floats(moe_b * f_exp);
     r.expert_ids = c.template array<int32_t>(moe_b * k);
     r.expert_weights = c.floats(moe_b * k);
-    r.expert_rows = c.template array<int32_t>(moe_b);
-    r.kv_dst = c.template array<kernels::KvWrite>(b);
-    r.kv_span = c.template array<const kernels::KvSpan*>(b);
+    r.expert_h = c.floats(moe_b * k * f_exp);
+    r.moe_gather_h = c.floats(moe_b * h);
+    r.moe_gather_gu = c.floats(moe_b * 2 * f_exp);
+    r.moe_gather_f = c.floats(moe_b * f_exp);
     r.out_rows = c.template array<int32_t>(b);
+    if (device) {
+      const size_t bq = std::min<size_t>(b, kernels::kActQ8MaxTokens);
+      auto q8 = [&](size_t rows, size_t width) -> void* {
+        return kernels::act_q8_fits(width)
+                   ? c.template array<uint8_t>(rows * kernels::act_q8_row_bytes(width))
+                   : nullptr;
+      };
+      r.xb_q8 = q8(bq, h);
+      r.x_q8 = q8(bq, h);
+      r.att_q8 = q8(bq, q_dim);
+      r.hb_q8 = q8(bq, n_ff);
+      r.ple_a_q8 = p > 0 ? q8(bq, p) : nullptr;
+      r.moe_in_q8 = moe ? q8(bq, h) : nullptr;
+      r.moe_out_q8 = moe ? q8(bq, h) : nullptr;
+      r.expert_h_q8 = moe ? q8(bq * k, f_exp) : nullptr;
+      r.attn_partials = c.floats(bq * n_head * kernels::kAttnMaxSplits * (hd + 2));
+    }
+    r.stage = StageRegions::lay_out(c, s, B, device);
     return r;
   }
 };
@@ -117,17 +137,23 @@ class Gemma4 final : public Model {
   const Spec& spec() const override { return spec_; }
   int max_batch() const override { return max_batch_; }
   size_t workspace_bytes() const override { return lanes_.workspace_bytes(); }
+  size_t staging_bytes() const override { return lanes_.staging_bytes(); }
   size_t placed_weight_bytes() const override { return lanes_.placed_bytes(); }
-  util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) override;
+  util::Status forward(const Batch& batch, kv::Cache& cache, const Outputs& out) override;
 
  private:
   using L = Lane<Scratch>;
   void per_layer_inputs(const Batch& batch);
   void attention(L& lane, const LayerSpec& l, const LayerWeights& w, const Batch& batch,
                  kv::Cache& cache);
+  void attention_residual(L& lane, const LayerSpec& l, const LayerWeights& w, int T);
   void ffn_dense(L& lane, const LayerSpec& l, const LayerWeights& w, int T);
   void ffn_moe(L& lane, const LayerSpec& l, const MoeWeights& w, int T);
-  void inject_ple(L& lane, const LayerWeights& w, int il, int T);
+  void ffn_residual(L& lane, const LayerSpec& l, const LayerWeights& w, int T,
+                    const float* next_norm);
+  void inject_ple(L& lane, const LayerWeights& w, int il, int T, const float* next_norm);
+  // The norm of x that layer il's attention starts from, when the previous step did not make it.
+  void attn_input(L& lane, const LayerWeights& w, int T);
   // Hands the residual stream (and the per-layer inputs) from one lane to the next.
   void cross(L& from, L& to, int T);
 
@@ -140,7 +166,6 @@ class Gemma4 final : public Model {
   const float* ple_proj_norm_ = nullptr;  // [P]
   std::vector<LayerWeights> layers_;
   Lanes<Scratch> lanes_;
-  std::vector<char> moe_started_;  // per token of a pass: has its expert sum begun (ffn_moe)
 };
 
 util::Status Gemma4::bind(const gguf::File& file, kernels::Backend& ops,
@@ -217,7 +242,6 @@ util::Status Gemma4::bind(const gguf::File& file, kernels::Backend& ops,
     }
     layers_.push_back(w);
   }
-  moe_started_.resize(max_batch_);
   return lanes_.allocate_scratch(spec_, max_batch_);
 }
 
@@ -239,147 +263,223 @@ void Gemma4::per_layer_inputs(const Batch& batch) {
   lanes_.trace(m, m.s.ple, T, LP, "inp_per_layer");
 }
 
-// §2.3 steps 1–6: x += RMSNorm(W_o · attention(q, cached k, v); post_attention_norm).
+// §2.3 steps 1–6, up to W_o: q/k/v from xb (the layer's attention input, normed), their norms,
+// RoPE and the cache store, attention, the output projection into xb2.
 void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const Batch& batch,
                        kv::Cache& cache) {
   kernels::Backend& ops = *lane.ops;
   Stage& stage = lane.stage;
   Scratch& s = lane.s;
   const int T = batch.size();
-  const int64_t H = spec_.n_embd;
-  const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage.inv_freq(l.il)};
-  ops.rmsnorm(s.x, w.attn_norm, s.xb, H, T, spec_.rms_eps);
-  lanes_.trace(lane, s.xb, T, H, "attn_norm", l.il);
-  ops.matmul(w.wq, s.xb, s.q, T);
-  ops.rmsnorm(s.q, w.q_norm, s.q, l.head_dim, static_cast<int64_t>(T) * l.n_head, spec_.rms_eps);
-  ops.rope(s.q, T, l.n_head, l.head_dim, stage.pos(), rope);
+  kernels::MatmulOut qkv[3] = {{w.wq, s.q}};
+  int n_proj = 1;
   if (l.owns_kv()) {
-    ops.matmul(w.wk, s.xb, s.k, T);
+    qkv[n_proj++] = {w.wk, s.k};
     // Without attn_v, V is the raw K projection, taken before K's norm and RoPE (§2.7).
-    if (l.has_v_proj)
-      ops.matmul(w.wv, s.xb, s.v, T);
-    else
-      ops.copy(s.v, s.k, static_cast<int64_t>(T) * l.kv_dim());
-    ops.rmsnorm(s.k, w.k_norm, s.k, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv,
-                spec_.rms_eps);
-    ops.rope(s.k, T, l.n_head_kv, l.head_dim, stage.pos(), rope);
-    ops.rmsnorm(s.v, nullptr, s.v, l.head_dim, static_cast<int64_t>(T) * l.n_head_kv,
-                spec_.rms_eps);
+    if (l.has_v_proj) qkv[n_proj++] = {w.wv, s.v};
+  }
+  ops.matmuls(qkv, n_proj, lanes_.act(lane, s.xb, s.xb_q8, T, spec_.n_embd), T);
+  ops.attn_prep({.n_tokens = T,
+                 .n_head = l.n_head,
+                 .n_head_kv = l.n_head_kv,
+                 .head_dim = l.head_dim,
+                 .eps = spec_.rms_eps,
+                 .q = s.q,
+                 .q_norm = w.q_norm,
+                 .k = l.owns_kv() ? s.k : nullptr,
+                 .k_norm = w.k_norm,
+                 .v = s.v,
+                 .v_from_k = !l.has_v_proj,
+                 .v_norm = true,
+                 .pos = stage.pos(),
+                 .rope = {to_kernel(l.rope.style), l.rope.n_rot, stage.inv_freq(l.il)},
+                 .k_type = cache.config().k_type,
+                 .v_type = cache.config().v_type,
+                 .dst = stage.kv_destinations(l.il)});
+  if (l.owns_kv()) {
     lanes_.trace(lane, s.k, T, l.kv_dim(), "Kcur", l.il);
     lanes_.trace(lane, s.v, T, l.kv_dim(), "Vcur", l.il);
-    stage.put_kv_destinations(s.kv_dst, l.il, batch, cache);
-    ops.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s.k, s.v, s.kv_dst, T);
   }
   lanes_.trace(lane, s.q, T, l.q_dim(), "Qcur", l.il);
   // A shared layer reads its source layer's cache with its own window rule (§2.6).
-  stage.put_kv_spans(s.kv_span, l.il, batch, cache);
   ops.attention({.n_tokens = T,
                  .n_head = l.n_head,
                  .head_dim = l.head_dim,
                  .q = s.q,
                  .out = s.att,
                  .pos = stage.pos(),
-                 .kv = s.kv_span,
+                 .kv = stage.kv_spans(l.il),
                  .window = l.window,
-                 .scale = spec_.attention_scale});
-  ops.matmul(w.wo, s.att, s.xb2, T);
-  ops.rmsnorm(s.xb2, w.post_attn_norm, s.xb2, H, T, spec_.rms_eps);
-  lanes_.trace(lane, s.xb2, T, H, "attn_out", l.il);
-  ops.add(s.x, s.xb2, T * H);
-  lanes_.trace(lane, s.x, T, H, "ffn_inp", l.il);
+                 .scale = spec_.attention_scale,
+                 .out_q8 = lanes_.q8(lane, s.att_q8, T, l.q_dim()),
+                 .partials = lanes_.decoding(lane, T) ? s.attn_partials : nullptr});
+  ops.matmuls(std::array{kernels::MatmulOut{w.wo, s.xb2}}.data(), 1,
+              lanes_.act(lane, s.att, s.att_q8, T, l.q_dim()), T);
 }
 
-// §2.3 step 7, dense MLP: xb2 = W_down · (gelu(W_gate · f) ⊙ (W_up · f)), f = RMSNorm(h_mid;
-// ffn_norm).
+// §2.3 step 7, dense MLP: hb = gelu(W_gate · f) ⊙ (W_up · f), xb2 = W_down · hb, f = xb (the
+// normed h_mid).
 void Gemma4::ffn_dense(L& lane, const LayerSpec& l, const LayerWeights& w, int T) {
   kernels::Backend& ops = *lane.ops;
   Scratch& s = lane.s;
-  ops.rmsnorm(s.x, w.ffn_norm, s.xb, spec_.n_embd, T, spec_.rms_eps);
-  ops.matmul(w.w_gate, s.xb, s.hb, T);
-  ops.matmul(w.w_up, s.xb, s.hb2, T);
-  ops.gelu_mul(s.hb, s.hb2, s.hb, l.n_ff, T, l.n_ff);
-  ops.matmul(w.w_down, s.hb, s.xb2, T);
+  ops.matmul_glu({.gate = w.w_gate,
+                  .up = w.w_up,
+                  .act = kernels::GluActivation::kGelu,
+                  .x = lanes_.act(lane, s.xb, s.xb_q8, T, spec_.n_embd),
+                  .n_tokens = T,
+                  .out = s.hb,
+                  .out_q8 = lanes_.q8(lane, s.hb_q8, T, l.n_ff),
+                  .scratch = s.hb2});
+  ops.matmuls(std::array{kernels::MatmulOut{w.w_down, s.xb2}}.data(), 1,
+              lanes_.act(lane, s.hb, s.hb_q8, T, l.n_ff), T);
 }
 
-// §2.3 step 7, MoE (26B-A4B): xb2 = RMSNorm(dense; post_norm_1) + RMSNorm(Σ_j w_j·expert_j(e_in);
-// post_norm_2). Three inputs from the same h_mid: the router's weightless norm, pre_ffw_norm_2 for
-// the experts, ffn_norm for the dense MLP (§2.7). The router and the experts run on the experts'
-// lane (the host with experts_on_host): the two inputs go there and the experts' sum comes back.
+// §2.3 step 7, MoE (26B-A4B): the experts' sum into moe_acc, from moe_in (the router's input) and
+// moe_out (the experts'), made with the dense MLP's input. The router and the experts run on the
+// experts' lane (the host with experts_on_host): the two inputs go there and the sum comes back.
 void Gemma4::ffn_moe(L& lane, const LayerSpec& l, const MoeWeights& m, int T) {
-  const int64_t H = spec_.n_embd, F = l.n_ff_exp;
-  const int K = l.n_expert_used;
-  {
-    kernels::Backend& ops = *lane.ops;
-    Scratch& s = lane.s;
-    ops.rmsnorm(s.xb2, m.post_norm_1, s.xb2, H, T, spec_.rms_eps);
-    ops.rmsnorm(s.x, nullptr, s.moe_in, H, T, spec_.rms_eps);  // router input: RMSNorm0(h_mid) / √H
-    ops.scale(s.moe_in, 1.0f / std::sqrt(static_cast<float>(H)), T * H);
-    ops.rmsnorm(s.x, m.pre_norm_2, s.moe_out, H, T, spec_.rms_eps);  // the experts' input
-  }
+  const int64_t H = spec_.n_embd;
   L& e = lanes_.of_experts(l.il);
   lanes_.cross(lane, e, e.s.moe_in, lane.s.moe_in, T * H * sizeof(float));
   lanes_.cross(lane, e, e.s.moe_out, lane.s.moe_out, T * H * sizeof(float));
   kernels::Backend& ops = *e.ops;
   Scratch& s = e.s;
-  // Router: logits = W_r · (router input ⊙ scale).
-  for (int t = 0; t < T; ++t) ops.mul(s.moe_in + t * H, m.router_scale, H);
-  ops.matmul(m.router, s.moe_in, s.router_logits, T);
-  ops.moe_route(s.router_logits, T, l.n_expert, K, m.expert_scale, s.expert_ids, s.expert_weights);
-  // The host dispatches tokens to experts, batched per expert over the tokens that chose it: it
-  // reads the routing (from the device, on a GPU).
-  const int32_t* ids = e.stage.read(s.expert_ids, T * K);
-  const float* weights = e.stage.read(s.expert_weights, T * K);
-  int32_t* rows = e.stage.host_rows(s.expert_rows);
-  // A token's first expert output is copied into its sum, the others added: the sums start from
-  // nothing the previous pass (or, on a GPU, fresh device memory) left there — scaling leftovers
-  // by 0 keeps a NaN a NaN.
-  std::fill_n(moe_started_.begin(), T, 0);
-  for (int ex = 0; ex < l.n_expert; ++ex) {
-    int n = 0;
-    for (int t = 0; t < T; ++t) {
-      for (int j = 0; j < K; ++j) {
-        if (ids[t * K + j] == ex) rows[n++] = t * K + j;
-      }
-    }
-    if (n == 0) continue;
-    for (int i = 0; i < n; ++i) ops.copy(s.moe_rows_in + i * H, s.moe_out + (rows[i] / K) * H, H);
-    if (m.fused) {
-      ops.matmul(m.gate_up.rows(ex * 2 * F, 2 * F), s.moe_rows_in, s.expert_gu, n);
-      ops.gelu_mul(s.expert_gu, s.expert_gu + F, s.expert_h, F, n, 2 * F);
-    } else {
-      ops.matmul(m.gate.rows(ex * F, F), s.moe_rows_in, s.expert_gu, n);
-      ops.matmul(m.up.rows(ex * F, F), s.moe_rows_in, s.expert_gu + n * F, n);
-      ops.gelu_mul(s.expert_gu, s.expert_gu + n * F, s.expert_h, F, n, F);
-    }
-    ops.matmul(m.down.rows(ex * H, H), s.expert_h, s.moe_rows_out, n);
-    for (int i = 0; i < n; ++i) {
-      float* row = s.moe_rows_out + i * H;
-      ops.scale(row, weights[rows[i]], H);
-      const int t = rows[i] / K;
-      if (moe_started_[t]) {
-        ops.add(s.moe_acc + t * H, row, H);
-      } else {
-        ops.copy(s.moe_acc + t * H, row, H);
-        moe_started_[t] = 1;
-      }
-    }
+  const bool scaled = &e == &lane;  // attention_residual applied the router's scale
+  if (!scaled) {
+    for (int t = 0; t < T; ++t) ops.mul(s.moe_in + t * H, m.router_scale, H);
   }
+  ops.matmuls(std::array{kernels::MatmulOut{m.router, s.router_logits}}.data(), 1,
+              lanes_.act(e, s.moe_in, scaled ? s.moe_in_q8 : nullptr, T, H), T);
+  ops.moe_glu({.router_logits = s.router_logits,
+               .n_expert = l.n_expert,
+               .k = l.n_expert_used,
+               .expert_scale = m.expert_scale,
+               .ids = s.expert_ids,
+               .weights = s.expert_weights,
+               .gate_up = m.fused ? m.gate_up : kernels::Matrix{},
+               .gate = m.gate,
+               .up = m.up,
+               .n_ff = l.n_ff_exp,
+               .x = lanes_.act(e, s.moe_out, s.moe_out_q8, T, H),
+               .n_tokens = T,
+               .h = s.expert_h,
+               .h_q8 = lanes_.q8(e, s.expert_h_q8, T * l.n_expert_used, l.n_ff_exp),
+               .scratch_in = s.moe_gather_h,
+               .scratch_gu = s.moe_gather_gu,
+               .scratch_h = s.moe_gather_f});
+  ops.moe_down({.down = m.down,
+                .n_expert = l.n_expert,
+                .k = l.n_expert_used,
+                .ids = s.expert_ids,
+                .weights = s.expert_weights,
+                .h = {s.expert_h, lanes_.q8(e, s.expert_h_q8, T * l.n_expert_used, l.n_ff_exp)},
+                .n_tokens = T,
+                .out = s.moe_acc,
+                .scratch_in = s.moe_gather_f,
+                .scratch_out = s.moe_gather_h});
   lanes_.cross(e, lane, lane.s.moe_acc, s.moe_acc, T * H * sizeof(float));
-  lane.ops->rmsnorm(lane.s.moe_acc, m.post_norm_2, lane.s.moe_acc, H, T, spec_.rms_eps);
-  lane.ops->add(lane.s.xb2, lane.s.moe_acc, T * H);
 }
 
-// §2.2 (inside layer l): x += RMSNorm(proj · (gelu(inp_gate · x) ⊙ p_l); post_norm).
-void Gemma4::inject_ple(L& lane, const LayerWeights& w, int il, int T) {
+// After attention: x += RMSNorm(xb2; post_attention_norm), then the FFN's inputs from h_mid = x:
+// ffn_norm's for the dense MLP and, on MoE layers, the router's weightless norm / √H ⊙ its scale
+// and pre_ffw_norm_2's for the experts (§2.7). The router's scale lives with the experts: where
+// they run on another lane, it is applied there.
+void Gemma4::attention_residual(L& lane, const LayerSpec& l, const LayerWeights& w, int T) {
+  Scratch& s = lane.s;
+  const int64_t H = spec_.n_embd;
+  kernels::ResidualNorm r{.n = H,
+                          .n_rows = T,
+                          .eps = spec_.rms_eps,
+                          .x = s.x,
+                          .branch = {s.xb2, nullptr},
+                          .branch_norm = {w.post_attn_norm, nullptr}};
+  r.out[r.n_out++] = {
+      .normalize = true, .w = w.ffn_norm, .y = s.xb, .y_q8 = lanes_.q8(lane, s.xb_q8, T, H)};
+  if (l.is_moe()) {
+    const bool experts_here = &lanes_.of_experts(l.il) == &lane;
+    r.out[r.n_out++] = {.normalize = true,
+                        .scale = 1.0f / std::sqrt(static_cast<float>(H)),
+                        .mul = experts_here ? w.moe.router_scale : nullptr,
+                        .y = s.moe_in,
+                        .y_q8 = experts_here ? lanes_.q8(lane, s.moe_in_q8, T, H) : nullptr};
+    r.out[r.n_out++] = {.normalize = true,
+                        .w = w.moe.pre_norm_2,
+                        .y = s.moe_out,
+                        .y_q8 = lanes_.q8(lane, s.moe_out_q8, T, H)};
+  }
+  lane.ops->residual_norm(r);
+  lanes_.trace(lane, s.xb2, T, H, "attn_out", l.il);
+  lanes_.trace(lane, s.x, T, H, "ffn_inp", l.il);
+}
+
+// After the FFN: x += RMSNorm(branch; post_ffw_norm), the branch being the dense MLP's output or,
+// on MoE layers, RMSNorm(dense; post_norm_1) + RMSNorm(experts; post_norm_2). Without per-layer
+// inputs the layer ends here (its scalar, then the next layer's input norm); with them, the 8-bit
+// form of x is made for the per-layer-input gate.
+void Gemma4::ffn_residual(L& lane, const LayerSpec& l, const LayerWeights& w, int T,
+                          const float* next_norm) {
+  Scratch& s = lane.s;
+  const int64_t H = spec_.n_embd;
+  const bool ple = spec_.n_embd_per_layer > 0;
+  kernels::ResidualNorm r{.n = H, .n_rows = T, .eps = spec_.rms_eps, .x = s.x};
+  if (l.is_moe()) {
+    r.branch[0] = s.xb2, r.branch[1] = s.moe_acc;
+    r.branch_norm[0] = w.moe.post_norm_1, r.branch_norm[1] = w.moe.post_norm_2;
+    r.sum_norm = w.post_ffw_norm;
+  } else {
+    r.branch[0] = s.xb2;
+    r.branch_norm[0] = w.post_ffw_norm;
+  }
+  if (ple) {
+    r.out[r.n_out++] = {.y_q8 = lanes_.q8(lane, s.x_q8, T, H)};
+  } else {
+    // §2.3 step 9: the layer scalar multiplies the whole residual stream, not just the branch.
+    r.x_scale = w.output_scale;
+    if (next_norm != nullptr)
+      r.out[r.n_out++] = {
+          .normalize = true, .w = next_norm, .y = s.xb, .y_q8 = lanes_.q8(lane, s.xb_q8, T, H)};
+  }
+  lane.ops->residual_norm(r);
+  lanes_.trace(lane, s.xb2, T, H, "ffn_out", l.il);
+}
+
+// §2.2 (inside layer l): x += RMSNorm(proj · (gelu(inp_gate · x) ⊙ p_l); post_norm), then the
+// layer scalar and the next layer's input norm.
+void Gemma4::inject_ple(L& lane, const LayerWeights& w, int il, int T, const float* next_norm) {
   kernels::Backend& ops = *lane.ops;
   Scratch& s = lane.s;
   const int64_t H = spec_.n_embd, P = spec_.n_embd_per_layer, LP = P * spec_.n_layer;
-  ops.matmul(w.ple_gate, s.x, s.ple_a, T);
-  ops.copy_rows(s.ple_b, P, s.ple + il * P, LP, P, T);  // this layer's slice of every token
-  ops.gelu_mul(s.ple_a, s.ple_b, s.ple_a, P, T, P);
-  ops.matmul(w.ple_proj, s.ple_a, s.xb2, T);
-  ops.rmsnorm(s.xb2, w.ple_post_norm, s.xb2, H, T, spec_.rms_eps);
-  ops.add(s.x, s.xb2, T * H);
+  ops.matmul_glu({.gate = w.ple_gate,
+                  .up_rows = s.ple + il * P,  // this layer's slice of every token
+                  .up_stride = LP,
+                  .act = kernels::GluActivation::kGelu,
+                  .x = lanes_.act(lane, s.x, s.x_q8, T, H),
+                  .n_tokens = T,
+                  .out = s.ple_a,
+                  .out_q8 = lanes_.q8(lane, s.ple_a_q8, T, P),
+                  .scratch = s.ple_b});
+  ops.matmuls(std::array{kernels::MatmulOut{w.ple_proj, s.xb2}}.data(), 1,
+              lanes_.act(lane, s.ple_a, s.ple_a_q8, T, P), T);
+  kernels::ResidualNorm r{.n = H,
+                          .n_rows = T,
+                          .eps = spec_.rms_eps,
+                          .x = s.x,
+                          .branch = {s.xb2, nullptr},
+                          .branch_norm = {w.ple_post_norm, nullptr},
+                          .x_scale = w.output_scale};
+  if (next_norm != nullptr)
+    r.out[r.n_out++] = {
+        .normalize = true, .w = next_norm, .y = s.xb, .y_q8 = lanes_.q8(lane, s.xb_q8, T, H)};
+  ops.residual_norm(r);
+}
+
+void Gemma4::attn_input(L& lane, const LayerWeights& w, int T) {
+  kernels::ResidualNorm r{.n = spec_.n_embd, .n_rows = T, .eps = spec_.rms_eps, .x = lane.s.x};
+  r.out[r.n_out++] = {.normalize = true,
+                      .w = w.attn_norm,
+                      .y = lane.s.xb,
+                      .y_q8 = lanes_.q8(lane, lane.s.xb_q8, T, spec_.n_embd)};
+  lane.ops->residual_norm(r);
 }
 
 void Gemma4::cross(L& from, L& to, int T) {
@@ -391,13 +491,13 @@ void Gemma4::cross(L& from, L& to, int T) {
   if (&to != &m && LP > 0) lanes_.cross(m, to, to.s.ple, m.s.ple, T * LP * sizeof(float));
 }
 
-util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits) {
+util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, const Outputs& out) {
   const int T = batch.size();
   const int64_t H = spec_.n_embd;
   if (T <= 0 || T > max_batch_)
     return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
   for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
-  lanes_.begin(batch, cache);
+  lanes_.begin(batch, cache, out);
 
   L& m = lanes_.main();
   // §2.1: x0 = E[t]·√H
@@ -405,40 +505,43 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, float* logits
   lanes_.trace(m, m.s.x, T, H, "inp_embd");
   if (spec_.n_embd_per_layer > 0) per_layer_inputs(batch);
   L* at = &m;
+  bool normed = false;  // xb holds this layer's attention input, made by the step before
+  const int n_layer = static_cast<int>(spec_.layers.size());
   for (const auto& l : spec_.layers) {
     L& lane = lanes_.of_layer(l.il);
-    if (&lane != at) cross(*at, lane, T);
+    if (&lane != at) {
+      cross(*at, lane, T);
+      normed = false;
+    }
     at = &lane;
-    kernels::Backend& ops = *lane.ops;
     const LayerWeights& w = layers_[l.il];
+    if (!normed) attn_input(lane, w, T);
+    lanes_.trace(lane, lane.s.xb, T, H, "attn_norm", l.il);
     attention(lane, l, w, batch, cache);
+    attention_residual(lane, l, w, T);
     ffn_dense(lane, l, w, T);
     if (l.is_moe()) ffn_moe(lane, l, w.moe, T);
-    ops.rmsnorm(lane.s.xb2, w.post_ffw_norm, lane.s.xb2, H, T, spec_.rms_eps);
-    lanes_.trace(lane, lane.s.xb2, T, H, "ffn_out", l.il);
-    ops.add(lane.s.x, lane.s.xb2, T * H);
-    if (spec_.n_embd_per_layer > 0) inject_ple(lane, w, l.il, T);
-    // §2.3 step 9: the layer scalar multiplies the whole residual stream, not just the branch.
-    if (w.output_scale != 1.0f) ops.scale(lane.s.x, w.output_scale, T * H);
+    // The next layer's input norm ends this layer when the next layer runs on the same lane.
+    const bool last = l.il + 1 == n_layer;
+    const float* next_norm =
+        !last && &lanes_.of_layer(l.il + 1) == &lane ? layers_[l.il + 1].attn_norm : nullptr;
+    ffn_residual(lane, l, w, T, next_norm);
+    if (spec_.n_embd_per_layer > 0) inject_ple(lane, w, l.il, T, next_norm);
+    normed = next_norm != nullptr;
     lanes_.trace(lane, lane.s.x, T, H, "l_out", l.il);
   }
   if (at != &m) cross(*at, m, T);
-  lanes_.layers_done();
   // §2.4: final norm, tied projection, softcap — for the rows that want logits only.
-  int32_t* rows = m.stage.host_rows(m.s.out_rows);
-  const int n_out = gather_output_rows(batch, rows);
-  for (int i = 0; i < n_out; ++i) m.ops->copy(m.s.xb + i * H, m.s.x + rows[i] * H, H);
-  m.ops->rmsnorm(m.s.xb, output_norm_, m.s.xb, H, n_out, spec_.rms_eps);
-  lanes_.trace(m, m.s.xb, n_out, H, "result_norm");
-  m.stage.logits(output_, m.s.xb, n_out, spec_.final_logit_softcap, logits);
+  lanes_.output_head(batch, output_norm_, spec_.rms_eps, output_, spec_.final_logit_softcap, H,
+                     out);
   return lanes_.status();
 }
 
 }  // namespace
 
-size_t gemma4_workspace_bytes(const Spec& spec, int max_batch) {
+size_t gemma4_workspace_bytes(const Spec& spec, int max_batch, bool device) {
   ScratchCarver counter(nullptr);
-  Scratch::lay_out(counter, spec, max_batch);
+  Scratch::lay_out(counter, spec, max_batch, device);
   return counter.bytes();
 }
 

@@ -7,6 +7,6 @@ namespace model {
 
 util::Result<std::unique_ptr<Model>> load_gemma4(const gguf::File& file, const Spec& spec, kernels::Backend& ops,
                                                  const LoadOptions& options);
-size_t gemma4_workspace_bytes(const Spec& spec, int max_batch);
+size_t gemma4_workspace_bytes(const Spec& spec, int max_batch, bool device);
 
 }  // namespace model

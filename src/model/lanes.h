@@ -61,8 +61,9 @@ class Lanes {
     if (split) lanes_[1].ops = options.host;
     for (int i = 0; i < n_lanes_; ++i) {
       L& lane = lanes_[i];
-      // A recording spans a whole pass on one backend: a split pass crosses to the host between.
-      HR_TRY(lane.stage.init(*lane.ops, spec, options.max_batch, !split));
+      // A recording spans a whole pass on one backend: a split pass crosses to the host between,
+      // and a traced one reads intermediates back.
+      HR_TRY(lane.stage.init(*lane.ops, spec, options.max_batch, !split && !trace_));
       HR_ASSIGN_OR_RETURN(TensorPlacer * placer,
                           lane.stage.placer(i == 0 ? options.placer : nullptr));
       lane.binder = std::make_unique<Binder>(file, placer);
@@ -73,27 +74,59 @@ class Lanes {
   util::Status allocate_scratch(const Spec& spec, int max_batch) {
     for (int i = 0; i < n_lanes_; ++i) {
       L& lane = lanes_[i];
+      const bool device = !lane.ops->host_memory();
       ScratchCarver counter(nullptr);
-      Scratch::lay_out(counter, spec, max_batch);
+      Scratch::lay_out(counter, spec, max_batch, device);
       HR_ASSIGN_OR_RETURN(uint8_t * base, lane.buffer.allocate(*lane.ops, counter.bytes()));
       ScratchCarver carver(base);
-      lane.s = Scratch::lay_out(carver, spec, max_batch);
+      lane.s = Scratch::lay_out(carver, spec, max_batch, device);
+      lane.stage.attach(lane.s.stage);
     }
     return {};
   }
 
   L& main() { return lanes_[0]; }
+
+  // A decode batch on a device lane: small enough for 8-bit activations and split attention.
+  bool decoding(const L& lane, int n_tokens) const {
+    return lane.ops->quantizes_activations() && n_tokens <= kernels::kActQ8MaxTokens;
+  }
+  // Where the 8-bit form of n_tokens' rows of `width` values goes (or is read): `buffer` in a
+  // decode batch on a device lane for a width that has one, else null.
+  void* q8(const L& lane, void* buffer, int n_tokens, int64_t width) const {
+    return decoding(lane, n_tokens) && kernels::act_q8_fits(width) ? buffer : nullptr;
+  }
+  kernels::Activations act(const L& lane, const float* x, void* q8_buffer, int n_tokens,
+                           int64_t width) const {
+    return {x, q8(lane, q8_buffer, n_tokens, width)};
+  }
   // Where layer il runs, where the per-layer-embedding table is looked up, and where the MoE
   // experts of layer il run: as placed.
   L& of_layer(int il) { return of_device(placement_.layer(il)); }
   L& of_ple_table() { return of_device(placement_.ple_device); }
   L& of_experts(int il) { return of_device(placement_.experts(il)); }
 
-  void begin(const Batch& batch, kv::Cache& cache) {
-    for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.begin(batch, cache);
+  void begin(const Batch& batch, kv::Cache& cache, const Outputs& out) {
+    for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.begin(batch, cache, out.top_k);
   }
-  void layers_done() {
-    for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.layers_done();
+
+  // The head of every architecture, on the main lane: the rows that want output gathered from the
+  // residual stream x into xb (in place when every row does), the final norm, then the outputs.
+  void output_head(const Batch& batch, const float* norm, float eps, const kernels::Matrix& output,
+                   float softcap, int64_t n_embd, const Outputs& out) {
+    L& m = main();
+    const int T = batch.size();
+    int32_t* rows = m.stage.host_rows(m.s.out_rows);
+    const int n_out = gather_output_rows(batch, rows);
+    if (n_out == T) {
+      m.ops->rmsnorm(m.s.x, norm, m.s.xb, n_embd, n_out, eps);
+    } else {
+      for (int i = 0; i < n_out; ++i)
+        m.ops->copy(m.s.xb + i * n_embd, m.s.x + rows[i] * n_embd, n_embd);
+      m.ops->rmsnorm(m.s.xb, norm, m.s.xb, n_embd, n_out, eps);
+    }
+    trace(m, m.s.xb, n_out, n_embd, "result_norm");
+    m.stage.outputs(output, m.s.xb, n_out, softcap, out);
   }
   // The first failure since the last call — a crossing's copy, then each lane's — after waiting
   // for each lane's queued ops.
@@ -140,6 +173,11 @@ class Lanes {
     return total;
   }
   size_t placed_bytes() const { return lanes_[0].stage.placed_bytes(); }
+  size_t staging_bytes() const {
+    size_t total = 0;
+    for (int i = 0; i < n_lanes_; ++i) total += lanes_[i].stage.staging_bytes();
+    return total;
+  }
 
  private:
   L& of_device(int device) {

@@ -1,6 +1,7 @@
 // The llama forward pass (Llama 1/2/3, TinyStories): pre-norm attention with RoPE and a SwiGLU FFN.
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "model/lanes.h"
@@ -22,26 +23,31 @@ struct LayerWeights {
 
 // Activations for up to B tokens (B = max batch), laid out once.
 struct Scratch {
-  float* x;                         // [B][H] residual stream
-  float* xb;                        // [B][H] normed input of a block
-  float* xb2;                       // [B][H] block output before the residual add
-  float* q;                         // [B][nh·hd]
-  float* k;                         // [B][nkv·hd]
-  float* v;                         // [B][nkv·hd]
-  float* att;                       // [B][nh·hd] attention output per head
-  float* hb;                        // [B][n_ff] gate, then act(gate)·up
-  float* hb2;                       // [B][n_ff] up
-  kernels::KvWrite* kv_dst;         // [B]
-  const kernels::KvSpan** kv_span;  // [B]
-  int32_t* out_rows;                // [B] batch rows that want logits
+  float* x;           // [B][H] residual stream
+  float* xb;          // [B][H] normed input of a block
+  float* xb2;         // [B][H] block output before the residual add
+  float* q;           // [B][nh·hd]
+  float* k;           // [B][nkv·hd]
+  float* v;           // [B][nkv·hd]
+  float* att;         // [B][nh·hd] attention output per head
+  float* hb;          // [B][n_ff] act(gate)·up
+  float* hb2;         // [B][n_ff] up (the composed gated product's)
+  int32_t* out_rows;  // [B] batch rows that want logits
+  // A device's decode (batches of at most kActQ8MaxTokens): 8-bit activations of the matmul
+  // inputs (act_q8.h) and attention's split states; null on a host.
+  void *xb_q8, *att_q8, *hb_q8;
+  float* attn_partials;
+  StageRegions stage;
 
   template <class Carver>
-  static Scratch lay_out(Carver& c, const Spec& s, int B) {
-    int q_dim = 0, kv_dim = 0, n_ff = 0;
+  static Scratch lay_out(Carver& c, const Spec& s, int B, bool device) {
+    int q_dim = 0, kv_dim = 0, n_ff = 0, n_head = 0, hd = 0;
     for (const auto& l : s.layers) {
       q_dim = std::max(q_dim, l.q_dim());
       kv_dim = std::max(kv_dim, l.kv_dim());
       n_ff = std::max(n_ff, l.n_ff);
+      n_head = std::max(n_head, l.n_head);
+      hd = std::max(hd, l.head_dim);
     }
     const size_t b = static_cast<size_t>(B), h = static_cast<size_t>(s.n_embd);
     Scratch r{};
@@ -54,9 +60,20 @@ struct Scratch {
     r.att = c.floats(b * q_dim);
     r.hb = c.floats(b * n_ff);
     r.hb2 = c.floats(b * n_ff);
-    r.kv_dst = c.template array<kernels::KvWrite>(b);
-    r.kv_span = c.template array<const kernels::KvSpan*>(b);
     r.out_rows = c.template array<int32_t>(b);
+    if (device) {
+      const size_t bq = std::min<size_t>(b, kernels::kActQ8MaxTokens);
+      auto q8 = [&](size_t width) -> void* {
+        return kernels::act_q8_fits(width)
+                   ? c.template array<uint8_t>(bq * kernels::act_q8_row_bytes(width))
+                   : nullptr;
+      };
+      r.xb_q8 = q8(h);
+      r.att_q8 = q8(q_dim);
+      r.hb_q8 = q8(n_ff);
+      r.attn_partials = c.floats(bq * n_head * kernels::kAttnMaxSplits * (hd + 2));
+    }
+    r.stage = StageRegions::lay_out(c, s, B, device);
     return r;
   }
 };
@@ -96,86 +113,128 @@ class Llama final : public Model {
   const Spec& spec() const override { return spec_; }
   int max_batch() const override { return max_batch_; }
   size_t workspace_bytes() const override { return lanes_.workspace_bytes(); }
+  size_t staging_bytes() const override { return lanes_.staging_bytes(); }
   size_t placed_weight_bytes() const override { return lanes_.placed_bytes(); }
 
-  util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) override {
+  util::Status forward(const Batch& batch, kv::Cache& cache, const Outputs& out) override {
     const int T = batch.size();
     const int64_t H = spec_.n_embd;
     if (T <= 0 || T > max_batch_)
       return util::errorf("model: batch of {} tokens (1 to {} allowed)", T, max_batch_);
     for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
-    lanes_.begin(batch, cache);
+    lanes_.begin(batch, cache, out);
 
     // x = token_embd[tokens]
     L& m = lanes_.main();
     m.ops->get_rows(token_embd_, m.stage.tokens(), T, 1.0f, m.s.x);
     lanes_.trace(m, m.s.x, T, H, "inp_embd");
     L* at = &m;
+    bool normed = false;  // xb holds this layer's attention input, made by the layer before
+    const int n_layer = static_cast<int>(spec_.layers.size());
     for (const auto& l : spec_.layers) {
       L& lane = lanes_.of_layer(l.il);
-      if (&lane != at) lanes_.cross(*at, lane, lane.s.x, at->s.x, T * H * sizeof(float));
+      if (&lane != at) {
+        lanes_.cross(*at, lane, lane.s.x, at->s.x, T * H * sizeof(float));
+        normed = false;
+      }
       at = &lane;
-      layer(lane, l, layers_[l.il], batch, cache);
+      if (!normed) norm_into_xb(lane, layers_[l.il].attn_norm, T);
+      // The next layer's input norm ends this layer when the next layer runs on the same lane.
+      const bool last = l.il + 1 == n_layer;
+      const float* next_norm =
+          !last && &lanes_.of_layer(l.il + 1) == &lane ? layers_[l.il + 1].attn_norm : nullptr;
+      layer(lane, l, layers_[l.il], batch, cache, next_norm);
+      normed = next_norm != nullptr;
     }
     if (at != &m) lanes_.cross(*at, m, m.s.x, at->s.x, T * H * sizeof(float));
-    lanes_.layers_done();
     // Logits only for the tokens that need them: gather their rows, final norm, classifier.
-    int32_t* rows = m.stage.host_rows(m.s.out_rows);
-    const int n_out = gather_output_rows(batch, rows);
-    for (int i = 0; i < n_out; ++i) m.ops->copy(m.s.xb + i * H, m.s.x + rows[i] * H, H);
-    m.ops->rmsnorm(m.s.xb, output_norm_, m.s.xb, H, n_out, spec_.rms_eps);
-    lanes_.trace(m, m.s.xb, n_out, H, "result_norm");
-    m.stage.logits(output_, m.s.xb, n_out, 0.0f, logits);
+    lanes_.output_head(batch, output_norm_, spec_.rms_eps, output_, 0.0f, H, out);
     return lanes_.status();
   }
 
  private:
   using L = Lane<Scratch>;
 
+  // xb = rmsnorm(x; w), with its 8-bit form in a decode batch on a device.
+  void norm_into_xb(L& lane, const float* w, int T) {
+    kernels::ResidualNorm r{.n = spec_.n_embd, .n_rows = T, .eps = spec_.rms_eps, .x = lane.s.x};
+    r.out[r.n_out++] = {.normalize = true,
+                        .w = w,
+                        .y = lane.s.xb,
+                        .y_q8 = lanes_.q8(lane, lane.s.xb_q8, T, spec_.n_embd)};
+    lane.ops->residual_norm(r);
+  }
+
+  // x += block(xb) for the attention and the feed-forward block; xb holds rmsnorm(x; attn_norm)
+  // on entry and, when next_norm is given, the next layer's rmsnorm(x; next_norm) on return.
   void layer(L& lane, const LayerSpec& l, const LayerWeights& w, const Batch& batch,
-             kv::Cache& cache) {
+             kv::Cache& cache, const float* next_norm) {
     kernels::Backend& ops = *lane.ops;
     Stage& stage = lane.stage;
     Scratch& s = lane.s;
     const int T = batch.size();
     const int64_t H = spec_.n_embd;
-    // Attention block: xb = rmsnorm(x); q, k, v projections; RoPE on q and k.
-    ops.rmsnorm(s.x, w.attn_norm, s.xb, H, T, spec_.rms_eps);
     lanes_.trace(lane, s.xb, T, H, "attn_norm", l.il);
-    ops.matmul(w.wq, s.xb, s.q, T);
-    ops.matmul(w.wk, s.xb, s.k, T);
-    ops.matmul(w.wv, s.xb, s.v, T);
-    const kernels::RopeParams rope{to_kernel(l.rope.style), l.rope.n_rot, stage.inv_freq(l.il)};
-    ops.rope(s.q, T, l.n_head, l.head_dim, stage.pos(), rope);
-    ops.rope(s.k, T, l.n_head_kv, l.head_dim, stage.pos(), rope);
+    // Attention block: q, k, v projections; RoPE on q and k; K and V into the cache (quantized
+    // as stored), from where attention reads them back.
+    const kernels::MatmulOut qkv[3] = {{w.wq, s.q}, {w.wk, s.k}, {w.wv, s.v}};
+    ops.matmuls(qkv, 3, lanes_.act(lane, s.xb, s.xb_q8, T, H), T);
+    ops.attn_prep({.n_tokens = T,
+                   .n_head = l.n_head,
+                   .n_head_kv = l.n_head_kv,
+                   .head_dim = l.head_dim,
+                   .eps = spec_.rms_eps,
+                   .q = s.q,
+                   .k = s.k,
+                   .v = s.v,
+                   .pos = stage.pos(),
+                   .rope = {to_kernel(l.rope.style), l.rope.n_rot, stage.inv_freq(l.il)},
+                   .k_type = cache.config().k_type,
+                   .v_type = cache.config().v_type,
+                   .dst = stage.kv_destinations(l.il)});
     lanes_.trace(lane, s.q, T, l.q_dim(), "Qcur", l.il);
     lanes_.trace(lane, s.k, T, l.kv_dim(), "Kcur", l.il);
     lanes_.trace(lane, s.v, T, l.kv_dim(), "Vcur", l.il);
-    // K and V go into the cache (quantized as stored); attention reads them back from there.
-    stage.put_kv_destinations(s.kv_dst, l.il, batch, cache);
-    stage.put_kv_spans(s.kv_span, l.il, batch, cache);
-    ops.store_kv(cache.config().k_type, cache.config().v_type, l.kv_dim(), s.k, s.v, s.kv_dst, T);
     ops.attention({.n_tokens = T,
                    .n_head = l.n_head,
                    .head_dim = l.head_dim,
                    .q = s.q,
                    .out = s.att,
                    .pos = stage.pos(),
-                   .kv = s.kv_span,
+                   .kv = stage.kv_spans(l.il),
                    .window = l.window,
-                   .scale = spec_.attention_scale});
-    ops.matmul(w.wo, s.att, s.xb2, T);
+                   .scale = spec_.attention_scale,
+                   .out_q8 = lanes_.q8(lane, s.att_q8, T, l.q_dim()),
+                   .partials = lanes_.decoding(lane, T) ? s.attn_partials : nullptr});
+    const kernels::MatmulOut wo[1] = {{w.wo, s.xb2}};
+    ops.matmuls(wo, 1, lanes_.act(lane, s.att, s.att_q8, T, l.q_dim()), T);
     lanes_.trace(lane, s.xb2, T, H, "attn_out", l.il);
-    ops.add(s.x, s.xb2, T * H);
+    // x += xb2, xb = rmsnorm(x; ffn_norm)
+    kernels::ResidualNorm attn_res{.n = H, .n_rows = T, .eps = spec_.rms_eps, .x = s.x};
+    attn_res.branch[0] = s.xb2;
+    attn_res.out[attn_res.n_out++] = {
+        .normalize = true, .w = w.ffn_norm, .y = s.xb, .y_q8 = lanes_.q8(lane, s.xb_q8, T, H)};
+    ops.residual_norm(attn_res);
     lanes_.trace(lane, s.x, T, H, "ffn_inp", l.il);
     // Feed-forward block: x += W_down · (silu(W_gate · xb) ⊙ (W_up · xb)).
-    ops.rmsnorm(s.x, w.ffn_norm, s.xb, H, T, spec_.rms_eps);
-    ops.matmul(w.w_gate, s.xb, s.hb, T);
-    ops.matmul(w.w_up, s.xb, s.hb2, T);
-    ops.silu_mul(s.hb, s.hb2, s.hb, l.n_ff, T, l.n_ff);
-    ops.matmul(w.w_down, s.hb, s.xb2, T);
+    ops.matmul_glu({.gate = w.w_gate,
+                    .up = w.w_up,
+                    .act = kernels::GluActivation::kSilu,
+                    .x = lanes_.act(lane, s.xb, s.xb_q8, T, H),
+                    .n_tokens = T,
+                    .out = s.hb,
+                    .out_q8 = lanes_.q8(lane, s.hb_q8, T, l.n_ff),
+                    .scratch = s.hb2});
+    const kernels::MatmulOut down[1] = {{w.w_down, s.xb2}};
+    ops.matmuls(down, 1, lanes_.act(lane, s.hb, s.hb_q8, T, l.n_ff), T);
     lanes_.trace(lane, s.xb2, T, H, "ffn_out", l.il);
-    ops.add(s.x, s.xb2, T * H);
+    kernels::ResidualNorm ffn_res{.n = H, .n_rows = T, .eps = spec_.rms_eps, .x = s.x};
+    ffn_res.branch[0] = s.xb2;
+    if (next_norm != nullptr) {
+      ffn_res.out[ffn_res.n_out++] = {
+          .normalize = true, .w = next_norm, .y = s.xb, .y_q8 = lanes_.q8(lane, s.xb_q8, T, H)};
+    }
+    ops.residual_norm(ffn_res);
     lanes_.trace(lane, s.x, T, H, "l_out", l.il);
   }
 
@@ -189,9 +248,9 @@ class Llama final : public Model {
 
 }  // namespace
 
-size_t llama_workspace_bytes(const Spec& spec, int max_batch) {
+size_t llama_workspace_bytes(const Spec& spec, int max_batch, bool device) {
   ScratchCarver counter(nullptr);
-  Scratch::lay_out(counter, spec, max_batch);
+  Scratch::lay_out(counter, spec, max_batch, device);
   return counter.bytes();
 }
 

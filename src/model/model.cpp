@@ -42,10 +42,12 @@ util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Sp
   return util::errorf("model: architecture {} has no forward pass", arch_name(spec.arch));
 }
 
-size_t workspace_bytes(const Spec& spec, int max_batch) {
+size_t workspace_bytes(const Spec& spec, int max_batch, bool device) {
   switch (spec.arch) {
-    case Arch::kLlama: return llama_workspace_bytes(spec, max_batch);
-    case Arch::kGemma4: return gemma4_workspace_bytes(spec, max_batch);
+    case Arch::kLlama:
+      return llama_workspace_bytes(spec, max_batch, device);
+    case Arch::kGemma4:
+      return gemma4_workspace_bytes(spec, max_batch, device);
   }
   return 0;
 }

@@ -29,6 +29,20 @@ struct Batch {
   int size() const { return static_cast<int>(tokens.size()); }
 };
 
+// What a forward pass hands back for the rows that want output (Batch::output), in batch order.
+struct Outputs {
+  // The most candidates top_k may ask for (a GPU selects them; kernels::Backend::top_k).
+  static constexpr int kMaxTopK = 64;
+  // [n_out][n_vocab]: every logit of each row when top_k is 0; otherwise working memory whose
+  // contents are left unspecified.
+  float* logits = nullptr;
+  // 1..kMaxTopK: only each row's top_k largest logits, largest first (ties: the lower id first) —
+  // all that greedy and top-k sampling read, and all that leaves a GPU.
+  int top_k = 0;
+  int32_t* top_ids = nullptr;   // [n_out][top_k]
+  float* top_logits = nullptr;  // [n_out][top_k]
+};
+
 // A named intermediate of a forward pass, with llama.cpp's names (attn_norm, Qcur, Kcur, Vcur,
 // attn_out, ffn_inp, ffn_out, l_out, result_norm) so dumps line up with a reference: rows
 // [n_tokens][width] of the pass's tokens, in host memory, valid during the call; layer -1 for
@@ -52,13 +66,19 @@ class Model {
   virtual ~Model() = default;
   virtual const Spec& spec() const = 0;
   // Evaluates `batch` (at most max_batch() tokens, positions already reserved in `cache`) and
-  // writes logits [n_outputs][n_vocab] in batch order for the tokens flagged in `batch.output`.
-  virtual util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) = 0;
+  // hands back what `out` asks for the tokens flagged in `batch.output`.
+  virtual util::Status forward(const Batch& batch, kv::Cache& cache, const Outputs& out) = 0;
+  // The same, writing whole logits [n_outputs][n_vocab].
+  util::Status forward(const Batch& batch, kv::Cache& cache, float* logits) {
+    return forward(batch, cache, Outputs{.logits = logits});
+  }
   virtual int max_batch() const = 0;
   // Bytes of activation scratch this model allocated for max_batch() tokens.
   virtual size_t workspace_bytes() const = 0;
   // Bytes of weights copied into the backend's own memory (a GPU's); 0 when they stay mapped.
   virtual size_t placed_weight_bytes() const { return 0; }
+  // Bytes of page-locked host memory a device lane stages through (model/stage.h).
+  virtual size_t staging_bytes() const { return 0; }
 };
 
 struct LoadOptions {
@@ -74,13 +94,22 @@ struct LoadOptions {
   TraceHook trace;  // null: no tracing, and a traced step costs one test of this
 };
 
+// Shared by the architectures' forward passes.
+kernels::RopeStyle to_kernel(RopeStyle style);
+// Fills rows[] with the batch indices whose logits are wanted; returns how many.
+int gather_output_rows(const Batch& batch, int32_t* rows);
+
 // Binds weights and builds the architecture's forward pass on `backend`.
 util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Spec& spec,
                                                 kernels::Backend& backend,
                                                 const LoadOptions& options);
 
-// Scratch sizes for planning: activation bytes a model needs for `max_batch` tokens.
-size_t workspace_bytes(const Spec& spec, int max_batch);
+// Scratch sizes for planning: activation bytes a model needs for `max_batch` tokens, on a device
+// (with the 8-bit activations, attention's split states and the logits chunk a GPU's decode
+// uses) or in host memory.
+size_t workspace_bytes(const Spec& spec, int max_batch, bool device);
+// Page-locked host memory a device lane stages its passes through (model/stage.h): zero for a host.
+size_t staging_bytes(const Spec& spec, int max_batch, bool device);
 // The widest input of any matrix product of the forward pass (the CPU kernels size their
 // activation scratch with it).
 int64_t max_matmul_cols(const Spec& spec);

@@ -8,31 +8,62 @@
 
 namespace model {
 namespace {
-// Logit rows computed per chunk on a device: bounds the device buffer (8 × 262144 f32 = 8 MiB
-// for Gemma's vocabulary) whatever the number of rows that want logits.
-constexpr int kLogitRows = 8;
+
+size_t aligned(size_t offset) {
+  return (offset + 15) / 16 * 16;
+}
+
+// The selections of the chunk of n rows starting at row `first`, k per row: ids [n][k], then
+// values [n][k] — contiguous, so one copy brings a chunk's back.
+size_t chunk_offset(int first, int k) {
+  return static_cast<size_t>(first) * k * (sizeof(int32_t) + sizeof(float));
+}
+size_t chunk_bytes(int n, int k) {
+  return chunk_offset(n, k);
+}
+
 }  // namespace
 
+StepLayout StepLayout::of(int n_layer, int n_tokens) {
+  const size_t T = static_cast<size_t>(n_tokens), L = static_cast<size_t>(n_layer);
+  StepLayout s;
+  s.n_pieces = 0;
+  s.tokens = aligned(s.n_pieces + sizeof(int32_t));
+  s.pos = aligned(s.tokens + T * sizeof(int32_t));
+  s.kv_dst = aligned(s.pos + T * sizeof(int32_t));
+  s.kv_span = aligned(s.kv_dst + L * T * sizeof(kernels::KvWrite));
+  s.pieces = aligned(s.kv_span + L * T * sizeof(const kernels::KvSpan*));
+  s.payload = aligned(s.pieces + kStepPieces * sizeof(kernels::ScatterPiece));
+  s.end = aligned(s.payload + kStepPayloadBytes);
+  return s;
+}
+
+size_t step_block_bytes(const Spec& spec, int max_batch) {
+  return StepLayout::of(spec.n_layer, max_batch).end;
+}
+
+size_t staging_bytes(const Spec& spec, int max_batch, bool device) {
+  if (!device) return 0;
+  return step_block_bytes(spec, max_batch) + StageRegions::selection_bytes(max_batch);
+}
+
 Stage::~Stage() {
-  if (recording_ >= 0) ops_->release_recording(recording_);
+  for (const auto& [key, id] : recordings_) ops_->release_recording(id);
 }
 
 util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record) {
   ops_ = &ops;
   device_ = !ops.host_memory();
   max_batch_ = max_batch;
-  // Recorded passes are off unless HEADROOM_RECORD_PASSES=1: written and compiled, but the GPU
-  // lease ended before they ran on one (docs/cuda.md) — the next GPU session turns them on, runs
-  // cuda_model_tests and the benchmarks with and without, and makes them the default if they
-  // pass. MoE layers read the routing back mid-pass, which a recording cannot hold.
-  const char* env = std::getenv("HEADROOM_RECORD_PASSES");
-  record_ = may_record && ops.can_record() && env != nullptr && std::string_view(env) == "1" &&
-            std::none_of(spec.layers.begin(), spec.layers.end(),
-                         [](const LayerSpec& l) { return l.is_moe(); });
+  n_layer_ = spec.n_layer;
   n_embd_ = spec.n_embd;
   n_vocab_ = spec.n_vocab;
-  HR_TRY(tokens_.init(ops, max_batch));
-  HR_TRY(pos_.init(ops, max_batch));
+  may_record_ = may_record;
+  // Recorded passes are off unless HEADROOM_RECORD_PASSES=1: written, and checked on the emulated
+  // GPU, but not yet run on a GPU (docs/cuda.md) — the next GPU session turns them on, runs
+  // cuda_model_tests and the benchmarks with and without, and makes them the default if they pass.
+  const char* env = std::getenv("HEADROOM_RECORD_PASSES");
+  record_ = may_record && ops.can_record() && env != nullptr && std::string_view(env) == "1";
   inv_freq_.resize(spec.layers.size());
   for (const auto& l : spec.layers) {
     HR_TRY(inv_freq_[l.il].init(ops, l.rope.inv_freq.size()));
@@ -40,13 +71,11 @@ util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch,
     inv_freq_[l.il].push(l.rope.inv_freq.size());
   }
   if (device_) {
-    const size_t per_layer = spec.layers.size() * static_cast<size_t>(max_batch);
-    HR_ASSIGN_OR_RETURN(kv_dst_,
-                        kernels::Buffer::make_host(ops, per_layer * sizeof(kernels::KvWrite)));
-    HR_ASSIGN_OR_RETURN(
-        kv_span_, kernels::Buffer::make_host(ops, per_layer * sizeof(const kernels::KvSpan*)));
+    HR_ASSIGN_OR_RETURN(host_block_,
+                        kernels::Buffer::make_host(ops, step_block_bytes(spec, max_batch)));
+    HR_ASSIGN_OR_RETURN(host_selections_,
+                        kernels::Buffer::make_host(ops, StageRegions::selection_bytes(max_batch)));
     rows_.resize(max_batch);
-    HR_ASSIGN_OR_RETURN(logits_, kernels::Buffer::make(ops, kLogitRows * n_vocab_ * sizeof(float)));
   }
   return {};
 }
@@ -62,42 +91,79 @@ util::Result<TensorPlacer*> Stage::placer(TensorPlacer* given) {
   return placer_.get();
 }
 
-void Stage::begin(const Batch& batch, kv::Cache& cache) {
+void Stage::begin(const Batch& batch, kv::Cache& cache, int top_k) {
   const int T = batch.size();
-  std::copy(batch.tokens.begin(), batch.tokens.end(), tokens_.host());
-  std::copy(batch.pos.begin(), batch.pos.end(), pos_.host());
-  record(cache.sync());  // synchronous copies: before any recorded span
-  if (record_ && T == 1) {
-    mode_ = recording_ < 0 ? Mode::kRecord : Mode::kReplay;
+  n_tokens_ = T;
+  layout_ = StepLayout::of(n_layer_, T);
+  step_host_ = device_ ? host_block_.get<uint8_t>() : regions_.step_block;
+  const size_t used = fill(batch, cache);
+  // A recording holds the whole pass: the same ops with the same arguments, so the same T, every
+  // row wanting output (which rows do decides the head's copies), and the same k.
+  const bool all_rows = batch.output.empty() ? T == 1
+                                             : std::all_of(batch.output.begin(), batch.output.end(),
+                                                           [](uint8_t o) { return o != 0; });
+  mode_ = Mode::kRun;
+  if (record_ && top_k > 0 && T <= kernels::kActQ8MaxTokens && all_rows) {
+    recording_key_ = {T, top_k};
+    const auto it = recordings_.find(recording_key_);
+    mode_ = it == recordings_.end() ? Mode::kRecord : Mode::kReplay;
+    replaying_ = it == recordings_.end() ? -1 : it->second;
     if (mode_ == Mode::kRecord)
       ops_->begin_record();
     else
       ops_->begin_replay();
   }
-  tokens_.push(T);
-  pos_.push(T);
+  if (!device_) return;
+  // A recorded copy has a fixed size: the whole block, whatever this step uses of it.
+  ops_->upload_async(regions_.step_block, step_host_, mode_ == Mode::kRun ? used : layout_.end);
+  ops_->scatter(regions_.step_block + layout_.payload, at<kernels::ScatterPiece>(layout_.pieces),
+                at<int32_t>(layout_.n_pieces), kStepPieces);
 }
 
-void Stage::layers_done() {
-  if (mode_ == Mode::kRecord) {
-    auto id = ops_->end_record();
-    if (id) {
-      recording_ = *id;
-    } else {
-      record(std::move(id).error());
-      record_ = false;  // said once, in this pass's error; later passes run op by op
+size_t Stage::fill(const Batch& batch, kv::Cache& cache) {
+  const int T = batch.size();
+  std::copy(batch.tokens.begin(), batch.tokens.end(), host_at<int32_t>(layout_.tokens));
+  std::copy(batch.pos.begin(), batch.pos.end(), host_at<int32_t>(layout_.pos));
+  auto* dst = host_at<kernels::KvWrite>(layout_.kv_dst);
+  auto* spans = host_at<const kernels::KvSpan*>(layout_.kv_span);
+  for (int il = 0; il < n_layer_; ++il) {
+    // This lane's layers: those whose cache is in its memory.
+    if (cache.on_device(il) != device_) continue;
+    const bool owns = cache.owns(il);
+    for (int t = 0; t < T; ++t) {
+      if (owns) dst[il * T + t] = cache.destination(il, batch.slot[t], batch.pos[t]);
+      spans[il * T + t] = cache.span(il, batch.slot[t]);
     }
-  } else if (mode_ == Mode::kReplay) {
-    ops_->replay(recording_);
   }
-  mode_ = Mode::kRun;
+  *host_at<int32_t>(layout_.n_pieces) = 0;
+  if (!device_) return layout_.end;
+  fill_cache_changes(cache);
+  const int n = *host_at<int32_t>(layout_.n_pieces);
+  if (n == 0) return layout_.pieces;
+  const auto* last = host_at<kernels::ScatterPiece>(layout_.pieces) + (n - 1);
+  return layout_.payload + last->offset + last->bytes;
 }
 
-const int32_t* Stage::read(const int32_t* ops_array, int n) {
-  if (!device_) return ops_array;
-  read_ids_.resize(std::max<size_t>(read_ids_.size(), n));
-  record(ops_->download(read_ids_.data(), ops_array, n * sizeof(int32_t)));
-  return read_ids_.data();
+// The cache's changed views go into the block as scatter pieces while they fit; the rest (a
+// prefix reuse that rewrote whole block tables, say) goes up in copies of its own now, before
+// the pass, where a wait costs nothing recorded.
+void Stage::fill_cache_changes(kv::Cache& cache) {
+  changes_.clear();
+  cache.take_changes(changes_);
+  auto* pieces = host_at<kernels::ScatterPiece>(layout_.pieces);
+  uint8_t* payload = step_host_ + layout_.payload;
+  int n = 0;
+  uint32_t offset = 0;
+  for (const kv::ViewChange& c : changes_) {
+    if (n < kStepPieces && offset + c.bytes <= kStepPayloadBytes) {
+      std::memcpy(payload + offset, c.src, c.bytes);
+      pieces[n++] = {.dst = c.dst, .offset = offset, .bytes = static_cast<uint32_t>(c.bytes)};
+      offset = static_cast<uint32_t>(aligned(offset + c.bytes));
+    } else {
+      record(ops_->upload(c.dst, c.src, c.bytes));
+    }
+  }
+  *host_at<int32_t>(layout_.n_pieces) = n;
 }
 
 const float* Stage::read(const float* ops_array, int n) {
@@ -107,28 +173,78 @@ const float* Stage::read(const float* ops_array, int n) {
   return read_floats_.data();
 }
 
-void Stage::logits(const kernels::Matrix& output, const float* x, int n_out, float cap,
-                   float* logits) {
+void Stage::outputs(const kernels::Matrix& output, const float* x, int n_out, float cap,
+                    const Outputs& out) {
+  if (out.top_k > 0) {
+    top_k_outputs(output, x, n_out, cap, out);
+  } else if (!device_) {
+    ops_->matmul(output, x, out.logits, n_out);
+    if (cap > 0) ops_->softcap(out.logits, cap, static_cast<int64_t>(n_out) * n_vocab_);
+  } else {
+    for (int first = 0; first < n_out; first += kLogitRows) {
+      const int n = std::min(kLogitRows, n_out - first);
+      ops_->matmul(output, x + first * n_embd_, regions_.logits_chunk, n);
+      if (cap > 0) ops_->softcap(regions_.logits_chunk, cap, static_cast<int64_t>(n) * n_vocab_);
+      record(ops_->download(out.logits + static_cast<int64_t>(first) * n_vocab_,
+                            regions_.logits_chunk,
+                            static_cast<size_t>(n) * n_vocab_ * sizeof(float)));
+    }
+  }
+  if (mode_ == Mode::kRecord) {
+    auto id = ops_->end_record();
+    if (id) {
+      recordings_[recording_key_] = *id;
+    } else {
+      record(std::move(id).error());
+      record_ = false;  // said once, in this pass's error; later passes run op by op
+    }
+  } else if (mode_ == Mode::kReplay) {
+    ops_->replay(replaying_);
+  }
+  mode_ = Mode::kRun;
+}
+
+// Only each row's k best logits leave a device: the logits are computed a chunk of rows at a time,
+// selected there, and each chunk's selections queued for the host in one copy.
+void Stage::top_k_outputs(const kernels::Matrix& output, const float* x, int n_out, float cap,
+                          const Outputs& out) {
+  const int k = out.top_k;
   if (!device_) {
-    ops_->matmul(output, x, logits, n_out);
-    if (cap > 0) ops_->softcap(logits, cap, static_cast<int64_t>(n_out) * n_vocab_);
+    ops_->matmul(output, x, out.logits, n_out);
+    if (cap > 0) ops_->softcap(out.logits, cap, static_cast<int64_t>(n_out) * n_vocab_);
+    ops_->top_k(out.logits, n_vocab_, n_out, k, out.top_ids, out.top_logits);
     return;
   }
   for (int first = 0; first < n_out; first += kLogitRows) {
     const int n = std::min(kLogitRows, n_out - first);
-    float* chunk = logits_.get<float>();
-    ops_->matmul(output, x + first * n_embd_, chunk, n);
-    if (cap > 0) ops_->softcap(chunk, cap, static_cast<int64_t>(n) * n_vocab_);
-    record(ops_->download(logits + static_cast<int64_t>(first) * n_vocab_, chunk,
-                          static_cast<size_t>(n) * n_vocab_ * sizeof(float)));
+    ops_->matmul(output, x + first * n_embd_, regions_.logits_chunk, n);
+    if (cap > 0) ops_->softcap(regions_.logits_chunk, cap, static_cast<int64_t>(n) * n_vocab_);
+    uint8_t* chunk = regions_.selections + chunk_offset(first, k);
+    auto* ids = reinterpret_cast<int32_t*>(chunk);
+    ops_->top_k(regions_.logits_chunk, n_vocab_, n, k, ids,
+                reinterpret_cast<float*>(ids + static_cast<size_t>(n) * k));
+    ops_->download_async(host_selections_.get<uint8_t>() + chunk_offset(first, k), chunk,
+                         chunk_bytes(n, k));
   }
+  pending_ = {.ids = out.top_ids, .values = out.top_logits, .n_out = n_out, .k = k};
 }
 
 util::Status Stage::status() {
   util::Status s = std::move(error_);
   error_ = {};
-  // Always wait: the next pass rewrites the host regions this one's queued copies read.
+  // Always wait: the next pass rewrites the step block's host side.
   util::Status ops = ops_->synchronize();
+  const int k = pending_.k;
+  for (int first = 0; first < pending_.n_out; first += kLogitRows) {
+    const int n = std::min(kLogitRows, pending_.n_out - first);
+    const auto* ids =
+        reinterpret_cast<const int32_t*>(host_selections_.get<uint8_t>() + chunk_offset(first, k));
+    const size_t count = static_cast<size_t>(n) * k;
+    std::copy_n(ids, count, pending_.ids + static_cast<size_t>(first) * k);
+    std::copy_n(reinterpret_cast<const float*>(ids + count), count,
+                pending_.values + static_cast<size_t>(first) * k);
+  }
+  pending_ = {};
   return !s ? s : ops;
 }
 

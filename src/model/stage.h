@@ -1,17 +1,21 @@
 // model::Stage — what a forward pass adds to run on a backend with its own memory (a GPU, see
-// kernels/ops.h): weights placed in that memory, RoPE tables and the batch's token ids and
-// positions uploaded, arrays the host fills (KV destinations, spans) uploaded where the ops read
-// them, arrays the host reads (MoE routing) downloaded, logits read back in chunks. On a host
-// backend every function passes host pointers through and copies nothing, so the CPU path is
-// unchanged.
+// kernels/ops.h): weights placed in that memory, RoPE tables uploaded once, and per pass one
+// step block — the batch's token ids and positions, every layer's K/V destinations and spans, and
+// the KV cache's changed views — uploaded in ONE copy, after which one scatter op moves the
+// cache's changes where they belong. The pass then waits once, at the end, for its outputs: the
+// top-k logits of each row (what sampling reads), or whole rows of logits when sampling needs them.
+// On a host backend the step block is plain memory the ops read in place, and nothing is copied.
 //
-// The uploads are queued like ops from page-locked host memory (Backend::upload_async): every
-// layer has its own host region for its KV destinations and spans, so nothing the GPU has yet to
-// copy is overwritten before the pass ends, and the pass waits only where the host must read a
-// result (MoE routing, the logits).
+// With HEADROOM_RECORD_PASSES=1 (not yet run on a GPU, so off by default; docs/cuda.md) a decode
+// pass — at most kActQ8MaxTokens tokens, every one wanting top-k output — is recorded the first
+// time for its (tokens, k) and replayed after that, upload and outputs included: one graph launch
+// per token. Everything a step changes lives in the step block's contents, never in the ops'
+// arguments, so a replay needs no update.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "kernels/buffer.h"
@@ -24,6 +28,44 @@
 
 namespace model {
 
+// Where a step's arrays lie in its step block, for T tokens of an n_layer model.
+struct StepLayout {
+  size_t tokens = 0, pos = 0, kv_dst = 0, kv_span = 0, n_pieces = 0, pieces = 0, payload = 0;
+  size_t end = 0;
+  static StepLayout of(int n_layer, int n_tokens);
+};
+// The cache changes one step block carries (more go up in copies of their own before the pass).
+inline constexpr int kStepPieces = 128;
+inline constexpr size_t kStepPayloadBytes = 8192;
+// Bytes of a step block for up to max_batch tokens.
+size_t step_block_bytes(const Spec& spec, int max_batch);
+// Logit rows a device computes per chunk: bounds its buffer (8 × 262144 f32 = 8 MiB for Gemma's
+// vocabulary) whatever the number of rows that want logits.
+inline constexpr int kLogitRows = 8;
+
+// The Stage's regions of a lane's activation workspace (each model's Scratch lays them out, so the
+// planner prices them with the rest): the step block the ops read, and on a device the logits
+// chunk and the top-k selections ([rows][k] ids, then [rows][k] values, per chunk of rows).
+struct StageRegions {
+  uint8_t* step_block = nullptr;
+  float* logits_chunk = nullptr;
+  uint8_t* selections = nullptr;
+
+  template <class Carver>
+  static StageRegions lay_out(Carver& c, const Spec& s, int max_batch, bool device) {
+    StageRegions r;
+    r.step_block = c.template array<uint8_t>(step_block_bytes(s, max_batch));
+    if (device) {
+      r.logits_chunk = c.floats(static_cast<size_t>(kLogitRows) * s.n_vocab);
+      r.selections = c.template array<uint8_t>(selection_bytes(max_batch));
+    }
+    return r;
+  }
+  static size_t selection_bytes(int max_batch) {
+    return static_cast<size_t>(max_batch) * Outputs::kMaxTopK * (sizeof(int32_t) + sizeof(float));
+  }
+};
+
 class Stage {
  public:
   Stage() = default;
@@ -31,87 +73,93 @@ class Stage {
   Stage& operator=(const Stage&) = delete;
   ~Stage();
 
-  // `may_record`: whether a pass may be recorded (model::Lanes says no for split passes).
+  // `may_record`: whether a pass may be recorded (model::Lanes says no for split or traced passes).
   util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record = true);
+  // Its regions of the lane's activation workspace, once allocated.
+  void attach(const StageRegions& regions) { regions_ = regions; }
   // Where bound weights go: `given` on a host backend (null = the file mapping), a placer in the
   // backend's memory on a device (a caller's own placer is refused there: its pointers would be
   // host memory).
   util::Result<TensorPlacer*> placer(TensorPlacer* given);
   // Bytes of weights placed in the backend's memory.
   size_t placed_bytes() const { return placer_ ? placer_->bytes() : 0; }
+  size_t staging_bytes() const { return host_block_.size() + host_selections_.size(); }
 
-  // Per forward pass, after the cache positions are set: uploads ids and positions, syncs the
-  // cache's device views. With HEADROOM_RECORD_PASSES=1 (not yet run on a GPU, so off by
-  // default), a single-token pass on a backend that records passes (a GPU, for a model whose
-  // layers need no host reads) is recorded the first time and replayed after that, from here to
-  // layers_done(): one launch instead of one per op.
-  void begin(const Batch& batch, kv::Cache& cache);
-  // After the last layer: ends the recorded or replayed span.
-  void layers_done();
-  const int32_t* tokens() const { return tokens_.ops(); }
-  const int32_t* pos() const { return pos_.ops(); }
+  // Per forward pass, after the cache positions are set: fills the step block for the layers
+  // whose cache lives in this lane's memory, sends it up in one copy and scatters the cache's
+  // changes. `top_k`: what the pass will hand back (0: whole logits), which decides whether it
+  // may be recorded.
+  void begin(const Batch& batch, kv::Cache& cache, int top_k);
+  const int32_t* tokens() const { return at<int32_t>(layout_.tokens); }
+  const int32_t* pos() const { return at<int32_t>(layout_.pos); }
   const float* inv_freq(int il) const { return inv_freq_[il].ops(); }
-
-  // Layer il's K/V destinations (each token's cache row) and spans (each token's sequence), filled
-  // on the host and queued for the ops at `dst` / `spans`.
-  void put_kv_destinations(kernels::KvWrite* dst, int il, const Batch& batch, kv::Cache& cache) {
-    kernels::KvWrite* host = host_kv_dst(dst, il);
-    for (int t = 0; t < batch.size(); ++t)
-      host[t] = cache.destination(il, batch.slot[t], batch.pos[t]);
-    put(dst, host, batch.size());
+  // Layer il's K/V destinations (each token's cache row) and spans (each token's sequence).
+  const kernels::KvWrite* kv_destinations(int il) const {
+    return at<kernels::KvWrite>(layout_.kv_dst) + static_cast<size_t>(il) * n_tokens_;
   }
-  void put_kv_spans(const kernels::KvSpan** spans, int il, const Batch& batch,
-                    const kv::Cache& cache) {
-    const kernels::KvSpan** host = host_kv_span(spans, il);
-    for (int t = 0; t < batch.size(); ++t) host[t] = cache.span(il, batch.slot[t]);
-    put(spans, host, batch.size());
+  const kernels::KvSpan* const* kv_spans(int il) const {
+    return at<const kernels::KvSpan*>(layout_.kv_span) + static_cast<size_t>(il) * n_tokens_;
   }
   // A host array for row indices only the host reads.
   int32_t* host_rows(int32_t* ops_array) { return device_ ? rows_.data() : ops_array; }
-  template <class T>
-  void put(T* ops_array, const T* host, int n) {
-    if (device_ && n > 0) ops_->upload_async(ops_array, host, n * sizeof(T));
-  }
-  // The first n values of an array the ops wrote, readable by the host.
-  const int32_t* read(const int32_t* ops_array, int n);
+  // The first n values of an array the ops wrote, readable by the host (a blocking copy on a
+  // device: for tracing).
   const float* read(const float* ops_array, int n);
 
-  // logits [n_out][n_vocab] (host) = output · x for the n_out rows of x, softcapped when cap > 0.
-  void logits(const kernels::Matrix& output, const float* x, int n_out, float cap, float* logits);
+  // The outputs of the n_out rows of x (already normed): output · x, softcapped when cap > 0,
+  // handed back as `out` asks; then the recorded span, if any, ends.
+  void outputs(const kernels::Matrix& output, const float* x, int n_out, float cap,
+               const Outputs& out);
 
-  // The first failed copy since the last call, then clears it; also the backend's own errors.
+  // The first failed copy since the last call, then clears it; also the backend's own errors,
+  // after waiting for the pass (the next one rewrites the step block's host side).
   util::Status status();
 
  private:
-  // Layer il's host array for the values the ops will read at `ops_array` (which is that array
-  // itself on a host backend): each layer has its own, so a queued upload is never overwritten.
-  kernels::KvWrite* host_kv_dst(kernels::KvWrite* ops_array, int il) {
-    return device_ ? kv_dst_.get<kernels::KvWrite>() + static_cast<size_t>(il) * max_batch_
-                   : ops_array;
+  template <class T>
+  const T* at(size_t offset) const {
+    return reinterpret_cast<const T*>(regions_.step_block + offset);
   }
-  const kernels::KvSpan** host_kv_span(const kernels::KvSpan** ops_array, int il) {
-    return device_ ? kv_span_.get<const kernels::KvSpan*>() + static_cast<size_t>(il) * max_batch_
-                   : ops_array;
+  template <class T>
+  T* host_at(size_t offset) {
+    return reinterpret_cast<T*>(step_host_ + offset);
   }
+  // Fills the step block's host side; returns the bytes the ops must see.
+  size_t fill(const Batch& batch, kv::Cache& cache);
+  void fill_cache_changes(kv::Cache& cache);
+  void top_k_outputs(const kernels::Matrix& output, const float* x, int n_out, float cap,
+                     const Outputs& out);
   void record(util::Status s) {
     if (!s && error_.ok()) error_ = std::move(s);
   }
 
   kernels::Backend* ops_ = nullptr;
   bool device_ = false;
-  int max_batch_ = 0;
+  bool may_record_ = false;
+  int max_batch_ = 0, n_layer_ = 0, n_tokens_ = 0;
   int64_t n_embd_ = 0, n_vocab_ = 0;
   std::unique_ptr<BackendPlacer> placer_;
-  kernels::Staged<int32_t> tokens_, pos_;
   std::vector<kernels::Staged<float>> inv_freq_;  // per layer
-  kernels::Buffer kv_dst_, kv_span_;  // device backends: [n_layer][max_batch], page-locked
-  std::vector<int32_t> rows_, read_ids_;
+  StepLayout layout_;
+  StageRegions regions_;
+  uint8_t* step_host_ = nullptr;  // where the host fills the step block (itself on a host backend)
+  kernels::Buffer host_block_;    // device backends: the step block's page-locked host side
+  kernels::Buffer
+      host_selections_;       // device backends: page-locked, laid out as regions_.selections
+  struct PendingSelections {  // copied out of host_selections_ once the pass is done
+    int32_t* ids = nullptr;
+    float* values = nullptr;
+    int n_out = 0, k = 0;
+  } pending_;
+  std::vector<kv::ViewChange> changes_;
+  std::vector<int32_t> rows_;
   std::vector<float> read_floats_;
-  kernels::Buffer logits_;  // device: kLogitRows rows of logits
   util::Status error_;
-  // Recorded single-token passes (see begin()).
+  // Recorded passes (see the file comment), by (tokens, k).
   bool record_ = false;
-  int recording_ = -1;
+  std::map<std::pair<int, int>, int> recordings_;
+  int replaying_ = -1;
+  std::pair<int, int> recording_key_{0, 0};
   enum class Mode { kRun, kRecord, kReplay } mode_ = Mode::kRun;
 };
 

@@ -303,6 +303,10 @@ util::Status fill_tensor(const SynthTensor& t, DType type, uint64_t seed, std::s
 
 util::Result<gguf::Writer> synth_writer(const SynthOptions& options) {
   HR_ASSIGN_OR_RETURN(SynthShape shape, synth_shape(options.arch, options.shape));
+  return synth_writer(options, std::move(shape));
+}
+
+util::Result<gguf::Writer> synth_writer(const SynthOptions& options, SynthShape shape) {
   HR_ASSIGN_OR_RETURN(TypePolicy policy, parse_type(options.type));
   gguf::Writer w;
   w.set("general.architecture", MetaValue::string(shape.arch));

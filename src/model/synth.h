@@ -52,5 +52,7 @@ struct SynthOptions {
 
 // A writer holding the whole model; tensor data is generated while writing.
 util::Result<gguf::Writer> synth_writer(const SynthOptions& options);
+// The same for a shape of the caller's (options.arch and options.shape are not read).
+util::Result<gguf::Writer> synth_writer(const SynthOptions& options, SynthShape shape);
 
 }  // namespace model

@@ -173,14 +173,16 @@ void add_weights(Plan& p, const Inventory& inv) {
 }
 
 // Activations for one micro-batch on each device that computes layers: the forward pass's
-// workspace, plus the CPU kernels' activation scratch (matmul converts a micro-batch to 8-bit
-// partner rows; kernels::cpu::CpuBackend holds it). A GPU's kernels hold no scratch of their own.
-// Logits only for the rows a step computes them for.
+// workspace (on a GPU with its decode's 8-bit activations and staging areas), plus the CPU
+// kernels' activation scratch (matmul converts a micro-batch to 8-bit partner rows;
+// kernels::cpu::CpuBackend holds it) and, for a GPU, the page-locked host memory its passes stage
+// through. A GPU's kernels hold no scratch of their own. Logits only for the rows a step computes
+// them for.
 void add_activations(Plan& p, const PlanInput& in) {
   const Request& r = p.request;
   const model::Spec& spec = in.spec;
   const int threads = r.n_threads > 0 ? r.n_threads : physical_cores();
-  const uint64_t workspace = model::workspace_bytes(spec, r.n_ubatch);
+  const uint64_t workspace = model::workspace_bytes(spec, r.n_ubatch, false);
   // The widest matrix product: the model's, or a media encoder's (plan/media.h).
   const int64_t cols = std::max(model::max_matmul_cols(spec), media_matmul_cols(in, r));
   const uint64_t cpu_scratch =
@@ -190,7 +192,11 @@ void add_activations(Plan& p, const PlanInput& in) {
     p.items.push_back({.name = "activations",
                        .kind = ItemKind::kActivations,
                        .device = main,
-                       .bytes = workspace});
+                       .bytes = model::workspace_bytes(spec, r.n_ubatch, true)});
+    p.items.push_back({.name = "staging (page-locked)",
+                       .kind = ItemKind::kActivations,
+                       .device = 0,
+                       .bytes = model::staging_bytes(spec, r.n_ubatch, true)});
   }
   if (main == 0 || p.placement.split()) {
     p.items.push_back({.name = "activations",
@@ -201,7 +207,10 @@ void add_activations(Plan& p, const PlanInput& in) {
   p.items.push_back({.name = "logits",
                      .kind = ItemKind::kLogits,
                      .device = 0,
-                     .bytes = static_cast<uint64_t>(logit_rows(r)) * spec.n_vocab * sizeof(float)});
+                     // Whole rows, or each row's selection of the most likely (model::Outputs).
+                     .bytes = static_cast<uint64_t>(logit_rows(r)) *
+                              (spec.n_vocab * sizeof(float) +
+                               model::Outputs::kMaxTopK * (sizeof(int32_t) + sizeof(float)))});
 }
 
 // K/V storage bytes per block of each group on device d, and of every group's block on all.

@@ -15,6 +15,13 @@ std::string SamplingParams::describe() const {
                      frequency_penalty, seed);
 }
 
+int SamplingParams::candidates_needed() const {
+  const bool penalties = repeat_penalty != 1.0f || presence_penalty != 0 || frequency_penalty != 0;
+  if (penalties) return 0;
+  if (temperature <= 0) return 1;
+  return top_k > 0 ? top_k : 0;
+}
+
 Sampler::Sampler(const SamplingParams& params) : params_(params), rng_state_(params.seed) {}
 
 double Sampler::uniform() {  // splitmix64: the same stream on every platform
@@ -55,16 +62,34 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   if (params_.temperature <= 0) {
     const auto best = std::min_element(candidates_.begin(), candidates_.end(), by_logit);
     std::iter_swap(candidates_.begin(), best);
+    return draw(1);
+  }
+  // Top-k: partial sort keeps the work at O(V log k) for the usual small k.
+  size_t n = n_vocab;
+  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) n = params_.top_k;
+  std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(), by_logit);
+  return draw(n);
+}
+
+int32_t Sampler::sample_top(std::span<const int32_t> ids, std::span<const float> logits) {
+  size_t n = ids.size();
+  if (params_.temperature <= 0) {
+    n = 1;
+  } else if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) {
+    n = params_.top_k;
+  }
+  candidates_.resize(std::max(candidates_.size(), n));
+  for (size_t i = 0; i < n; ++i) candidates_[i] = {ids[i], logits[i], 0.0f};
+  return draw(n);
+}
+
+int32_t Sampler::draw(size_t n) {
+  if (params_.temperature <= 0) {
     n_candidates_ = 1;
     candidates_[0].p = 1.0f;
     last_p_ = 1.0f;
     return candidates_[0].id;
   }
-
-  // Top-k: partial sort keeps the work at O(V log k) for the usual small k.
-  size_t n = n_vocab;
-  if (params_.top_k > 0 && static_cast<size_t>(params_.top_k) < n) n = params_.top_k;
-  std::partial_sort(candidates_.begin(), candidates_.begin() + n, candidates_.end(), by_logit);
   // Probabilities at temperature 1 drive the top-p / min-p cut, as in llama.cpp.
   auto softmax = [&](float temperature) {
     const float max_logit = candidates_[0].logit;

@@ -20,6 +20,10 @@ struct SamplingParams {
   uint64_t seed = 0xC0FFEE;    // same seed, same tokens
 
   std::string describe() const;  // one line for logs and reports
+  // How many of the most likely tokens sample_top() needs to pick exactly what sample() would:
+  // 1 when greedy, top_k when it bounds the candidates; 0 when every logit is needed (penalties
+  // rewrite logits before the cut, or no top-k).
+  int candidates_needed() const;
 };
 
 struct Candidate {
@@ -35,6 +39,9 @@ class Sampler {
   // Picks the next token. `recent` are the tokens the penalties look at (prompt and output so far).
   // Allocation-free after the first call for a given vocabulary size.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> recent);
+  // The same pick from only the most likely tokens: ids and their logits sorted by logit, largest
+  // first (ties: the lower id first), at least candidates_needed() of them. Needs no penalties.
+  int32_t sample_top(std::span<const int32_t> ids, std::span<const float> logits);
   // Probability the final distribution gave the chosen token (for logprobs); valid after sample().
   float last_probability() const { return last_p_; }
   // The candidates that survived filtering, most likely first; valid after sample().
@@ -44,6 +51,8 @@ class Sampler {
 
  private:
   void apply_penalties(std::span<const int32_t> recent);
+  // The pick among candidates_[0, n), sorted most likely first: top-p, min-p, temperature, draw.
+  int32_t draw(size_t n);
   double uniform();
 
   SamplingParams params_;

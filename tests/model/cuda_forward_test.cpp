@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "model/synth.h"
 #include "testing/model_passes.h"
+#include "testing/structure_models.h"
 #include "testing/testing.h"
 #include "util/thread_pool.h"
 
@@ -176,5 +177,52 @@ TEST(CudaForward, WeightsAndCacheLiveInGpuMemory) {
   ASSERT_TRUE(planned.ok());
   EXPECT_EQ(r.cache->bytes_allocated(), *planned);
 }
+
+// A recorded decode step of E2B's, E4B's and 26B-A4B's layer structure (q8_0 weights, so the
+// 8-bit matvecs run) on the GPU: the graph CUDA captured holds at most 12 kernel launches per layer
+// plus the step's own and at most one copy each way — the budget the emulated GPU counts in CI
+// (decode_budget_test.cpp), here counted by CUDA itself — and each step's top candidates carry the
+// CPU path's logits. Tolerance, of the largest logit: 3e-2, the q8_0 KV bound above; the 8-bit
+// activations add at most 1/254 of a block's largest value per value (act_q8.h). Not yet run on a
+// GPU: the bound is to be confirmed there.
+class CudaDecodeBudget : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaDecodeBudget, ARecordedStepHoldsTheBudgetAndTheCpuPathsCandidates) {
+  SKIP_WITHOUT_GPU(gpu);
+  testing_util::ScopedEnv record("HEADROOM_RECORD_PASSES", "1");
+  testing_util::OpenedModel m = testing_util::open_structure_model(GetParam());
+  ASSERT_TRUE(m.spec);
+  const model::Spec& spec = *m.spec;
+  const auto ids = testing_util::spread_token_ids(24);
+  util::ThreadPool pool(2);
+  kernels::cpu::CpuBackend cpu(pool, 8, model::max_matmul_cols(spec));
+  Loaded on_cpu = load(*m.file, spec, cpu, 64, 8, DType::kQ8_0);
+  const auto expected = testing_util::logits_of_passes(on_cpu, ids, 8, 8, spec.n_vocab);
+  Loaded on_gpu = load(*m.file, spec, *gpu, 64, 8, DType::kQ8_0);
+  const int k = 8;
+  const auto got = testing_util::selections_of_passes(on_gpu, ids, 8, 8, spec.n_vocab, k);
+  const auto counts = gpu->recording_counts(0);
+  EXPECT_LE(counts.kernels, 12 * spec.n_layer + 14);
+  EXPECT_LE(counts.copies, 2);
+  EXPECT_EQ(counts.other, 0);
+  for (size_t p = 8; p < ids.size(); ++p) {
+    const float* row = expected.data() + p * spec.n_vocab;
+    float max_abs = 0, best = -INFINITY;
+    for (int i = 0; i < spec.n_vocab; ++i) {
+      max_abs = std::max(max_abs, std::fabs(row[i]));
+      best = std::max(best, row[i]);
+    }
+    for (int j = 0; j < k; ++j) {
+      const int32_t id = got.ids[p * k + j];
+      ASSERT_GE(id, 0);
+      ASSERT_LT(id, spec.n_vocab);
+      EXPECT_LE(std::fabs(got.logits[p * k + j] - row[id]), 3e-2f * max_abs) << "position " << p;
+    }
+    EXPECT_GE(row[got.ids[p * k]], best - 6e-2f * max_abs) << "position " << p;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecodeBudget, ::testing::Values("e2b", "e4b", "26b-a4b"),
+                         [](const auto& p) { return testing_util::test_name(p.param); });
 
 }  // namespace

@@ -7,8 +7,10 @@
 // replay called differently from its recording fails the pass with the emulator's message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <optional>
 
 #include "kernels/cpu/backend.h"
@@ -140,31 +142,62 @@ TEST_P(DeviceLanes, WholeAndSplitPassesGiveTheCpuLogits) {
   }
 }
 
-// Single-token passes recorded once and replayed (HEADROOM_RECORD_PASSES=1) give the logits of
-// passes run op by op; the emulator checks that every replay drops exactly the recorded calls.
+// Decode passes recorded once and replayed (HEADROOM_RECORD_PASSES=1) — upload, layers, logits
+// and their top-k selection in one recording — select what passes run op by op select; the
+// emulator checks that every replay drops exactly the recorded calls.
 TEST_P(DeviceLanes, RecordedPassesReplayTheSameCalls) {
   const std::string shape = GetParam();
   Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
   ASSERT_TRUE(m.spec);
   const model::Spec& spec = *m.spec;
-  bool moe = false;
-  for (const auto& l : spec.layers) moe = moe || l.is_moe();
-  if (moe) GTEST_SKIP() << "MoE passes read the routing back mid-pass and are never recorded";
   const auto ids = testing_util::spread_token_ids(20);
   util::ThreadPool pool(2);
   const int64_t cols = model::max_matmul_cols(spec);
-  testing_util::EmulatedGpu plain_gpu(pool, 8, cols);
-  Loaded plain = load(*m.file, spec, plain_gpu, 8, DType::kF16);
-  const auto expected = run(plain, ids, 6, 6, spec.n_vocab);
-  EXPECT_EQ(plain_gpu.replays(), 0);
+  for (int k : {1, 40}) {
+    SCOPED_TRACE("top " + std::to_string(k));
+    testing_util::EmulatedGpu plain_gpu(pool, 8, cols);
+    Loaded plain = load(*m.file, spec, plain_gpu, 8, DType::kF16);
+    const auto expected = testing_util::selections_of_passes(plain, ids, 6, 6, spec.n_vocab, k);
+    EXPECT_EQ(plain_gpu.replays(), 0);
 
-  testing_util::ScopedEnv record("HEADROOM_RECORD_PASSES", "1");
+    testing_util::ScopedEnv record("HEADROOM_RECORD_PASSES", "1");
+    testing_util::EmulatedGpu gpu(pool, 8, cols);
+    Loaded recorded = load(*m.file, spec, gpu, 8, DType::kF16);
+    const auto got = testing_util::selections_of_passes(recorded, ids, 6, 6, spec.n_vocab, k);
+    EXPECT_EQ(got.ids, expected.ids);
+    EXPECT_TRUE(same_bits(got.logits, expected.logits));
+    // 14 single-token passes: the first recorded, the other 13 replayed.
+    EXPECT_EQ(gpu.replays(), 13);
+  }
+}
+
+// The top-k selections of device passes are those of the CPU's whole logits, ties to the lower id.
+TEST_P(DeviceLanes, DeviceSelectionsAreTheTopOfTheCpuLogits) {
+  const std::string shape = GetParam();
+  Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  ASSERT_TRUE(m.spec);
+  const model::Spec& spec = *m.spec;
+  const auto ids = testing_util::spread_token_ids(16);
+  util::ThreadPool pool(2);
+  const int64_t cols = model::max_matmul_cols(spec);
+  kernels::cpu::CpuBackend cpu(pool, 8, cols);
+  Loaded on_cpu = load(*m.file, spec, cpu, 8, DType::kF16);
+  const auto logits = run(on_cpu, ids, 6, 6, spec.n_vocab);
   testing_util::EmulatedGpu gpu(pool, 8, cols);
-  Loaded recorded = load(*m.file, spec, gpu, 8, DType::kF16);
-  const auto got = run(recorded, ids, 6, 6, spec.n_vocab);
-  EXPECT_TRUE(same_bits(got, expected));
-  // 14 single-token passes: the first recorded, the other 13 replayed.
-  EXPECT_EQ(gpu.replays(), 13);
+  Loaded on_gpu = load(*m.file, spec, gpu, 8, DType::kF16);
+  const int k = 8;
+  const auto got = testing_util::selections_of_passes(on_gpu, ids, 6, 6, spec.n_vocab, k);
+  for (size_t p = 0; p < ids.size(); ++p) {
+    std::vector<int32_t> order(spec.n_vocab);
+    std::iota(order.begin(), order.end(), 0);
+    const float* row = logits.data() + p * spec.n_vocab;
+    std::stable_sort(order.begin(), order.end(),
+                     [row](int32_t a, int32_t b) { return row[a] > row[b]; });
+    for (int j = 0; j < k; ++j) {
+      EXPECT_EQ(got.ids[p * k + j], order[j]) << "position " << p << ", rank " << j;
+      EXPECT_EQ(got.logits[p * k + j], row[order[j]]) << "position " << p << ", rank " << j;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DeviceLanes,

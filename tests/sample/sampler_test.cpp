@@ -5,6 +5,10 @@
 
 #include <cmath>
 #include <map>
+#include <random>
+#include <vector>
+
+#include "kernels/ref/ref.h"
 
 namespace {
 
@@ -78,6 +82,46 @@ TEST(Sampler, PenaltiesFollowTheirDefinitions) {
   sample::Sampler window({.temperature = 0, .repeat_penalty = 2.0f, .repeat_last_n = 1});
   recent = {0, 1};
   EXPECT_EQ(window.sample(logits, recent), 0);     // only the last token (1) is penalised
+}
+
+// Picking from each row's top candidates (what a GPU hands back: kernels::ref::top_k, the
+// reference selection) draws the very tokens picking from whole logits draws, for greedy and
+// top-k chains with top-p, min-p and temperature, with ties in the logits, seed by seed.
+TEST(Sampler, PickingFromTheTopCandidatesEqualsPickingFromAllLogits) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0.0f, 2.0f);
+  const int n_vocab = 1000;
+  const std::vector<sample::SamplingParams> chains = {
+      {.temperature = 0},
+      {.temperature = 0.8f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f, .seed = 11},
+      {.temperature = 1.5f, .top_k = 64, .top_p = 1.0f, .min_p = 0, .seed = 12},
+      {.temperature = 0.3f, .top_k = 5, .top_p = 0.5f, .min_p = 0.2f, .seed = 13}};
+  for (const auto& params : chains) {
+    SCOPED_TRACE(params.describe());
+    const int k = params.candidates_needed();
+    ASSERT_GT(k, 0);
+    sample::Sampler whole(params), top(params);
+    for (int step = 0; step < 200; ++step) {
+      std::vector<float> logits(n_vocab);
+      for (auto& l : logits) l = std::round(dist(rng) * 4) / 4;  // quarter steps: many ties
+      std::vector<int32_t> ids(k);
+      std::vector<float> values(k);
+      kernels::ref::top_k(logits.data(), n_vocab, 1, k, ids.data(), values.data());
+      ASSERT_EQ(top.sample_top(ids, values), whole.sample(logits, {})) << "step " << step;
+      EXPECT_EQ(top.last_probability(), whole.last_probability());
+    }
+  }
+}
+
+TEST(Sampler, PenaltiesOrUnboundedChainsNeedEveryLogit) {
+  EXPECT_EQ(sample::SamplingParams{.temperature = 0}.candidates_needed(), 1);
+  EXPECT_EQ((sample::SamplingParams{.temperature = 1, .top_k = 40}).candidates_needed(), 40);
+  EXPECT_EQ((sample::SamplingParams{.temperature = 1, .top_k = 0}).candidates_needed(), 0);
+  EXPECT_EQ((sample::SamplingParams{.temperature = 0, .repeat_penalty = 1.1f}).candidates_needed(),
+            0);
+  EXPECT_EQ((sample::SamplingParams{.temperature = 1, .top_k = 40, .presence_penalty = 0.5f})
+                .candidates_needed(),
+            0);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kernels/act_q8.h"
 #include "tensor/dtype.h"
 
 namespace testing_util {
@@ -74,6 +75,7 @@ void EmulatedGpu::release_host(void* ptr) {
 util::Status EmulatedGpu::upload(void* dst, const void* host_src, size_t bytes) {
   if (mode_ != Mode::kRun) fail("upload (a synchronous copy) inside a recorded or replayed pass");
   flush_copies();
+  ++copies_.blocking_uploads;
   if (!inside(device_, dst, bytes)) {
     fail(fmt::format("upload of {} bytes to {}, which is not device memory", bytes, dst));
     return util::errorf("emulated-gpu: upload to host memory");
@@ -96,6 +98,7 @@ void EmulatedGpu::upload_async(void* dst, const void* host_src, size_t bytes) {
 util::Status EmulatedGpu::download(void* host_dst, const void* src, size_t bytes) {
   if (mode_ != Mode::kRun) fail("download (a synchronous copy) inside a recorded or replayed pass");
   flush_copies();
+  ++copies_.blocking_downloads;
   if (!inside(device_, src, bytes)) {
     fail(fmt::format("download of {} bytes from {}, which is not device memory", bytes, src));
     return util::errorf("emulated-gpu: download from host memory");
@@ -119,7 +122,8 @@ void EmulatedGpu::begin_record() {
 util::Result<int> EmulatedGpu::end_record() {
   if (mode_ != Mode::kRecord) return util::errorf("emulated-gpu: end_record without begin_record");
   mode_ = Mode::kRun;
-  for (const auto& step : current_.steps) run_now(step);
+  for (size_t i = 0; i < current_.steps.size(); ++i)
+    run_now(current_.signatures[i], current_.steps[i], current_.launches[i]);
   recordings_.push_back(std::move(current_));
   current_ = {};
   return static_cast<int>(recordings_.size()) - 1;
@@ -151,32 +155,45 @@ void EmulatedGpu::replay(int id) {
   }
   current_ = {};
   ++replays_;
-  for (const auto& step : r.steps) run_now(step);
+  for (size_t i = 0; i < r.steps.size(); ++i) run_now(r.signatures[i], r.steps[i], r.launches[i]);
 }
 
 void EmulatedGpu::release_recording(int id) {
   if (id >= 0 && id < static_cast<int>(recordings_.size())) recordings_[id] = {};
 }
 
-void EmulatedGpu::issue(std::string signature, std::function<void()> run) {
+void EmulatedGpu::issue(std::string signature, std::function<void()> run, int launches) {
   switch (mode_) {
     case Mode::kRecord:
       current_.signatures.push_back(std::move(signature));
       current_.steps.push_back(std::move(run));
+      current_.launches.push_back(launches);
       return;
     case Mode::kReplay:
       current_.signatures.push_back(std::move(signature));
       return;
     case Mode::kRun:
-      run_now(run);
+      run_now(signature, run, launches);
       return;
   }
 }
 
-void EmulatedGpu::run_now(const std::function<void()>& run) {
+void EmulatedGpu::run_now(const std::string& signature, const std::function<void()>& run,
+                          int launches) {
   flush_copies();
   run();
   ++ops_run_;
+  const std::string name = signature.substr(0, signature.find(' '));
+  if (name == "upload_async") {
+    ++copies_.async_uploads;
+  } else if (name == "download_async") {
+    ++copies_.async_downloads;
+  } else if (launches == 2) {  // attention split over the context
+    launches_.push_back(name + ".chunks");
+    launches_.push_back(name + ".combine");
+  } else {
+    launches_.push_back(name);
+  }
 }
 
 void EmulatedGpu::flush_copies() {
@@ -279,20 +296,30 @@ void EmulatedGpu::rope(float* x, int n_tokens, int n_head, int head_dim, const i
 }
 
 void EmulatedGpu::attention(const kernels::AttentionBatch& b) {
-  issue(fmt::format("attention {} {} {} {} {} {} {}", b.n_tokens, b.n_head, b.head_dim,
-                    static_cast<const void*>(b.q), static_cast<void*>(b.out),
-                    static_cast<const void*>(b.pos), static_cast<const void*>(b.kv)),
-        [=, this] {
-          const size_t qo = floats(static_cast<int64_t>(b.n_tokens) * b.n_head * b.head_dim);
-          check("attention", "q", b.q, qo);
-          check("attention", "out", b.out, qo);
-          check("attention", "the positions", b.pos, b.n_tokens * sizeof(int32_t));
-          check("attention", "the span array", b.kv, b.n_tokens * sizeof(void*));
-          if (b.attend_until != nullptr)
-            check("attention", "the image ends", b.attend_until, b.n_tokens * sizeof(int32_t));
-          if (inside(device_, b.kv, b.n_tokens * sizeof(void*))) check_spans(b);
-          if (error_.empty()) cpu_.attention(b);
-        });
+  issue(
+      fmt::format("attention {} {} {} {} {} {} {} {} {}", b.n_tokens, b.n_head, b.head_dim,
+                  static_cast<const void*>(b.q), static_cast<void*>(b.out),
+                  static_cast<const void*>(b.pos), static_cast<const void*>(b.kv), b.out_q8,
+                  static_cast<void*>(b.partials)),
+      [=, this] {
+        const int64_t width = static_cast<int64_t>(b.n_head) * b.head_dim;
+        const size_t qo = floats(b.n_tokens * width);
+        check("attention", "q", b.q, qo);
+        check("attention", "out", b.out, qo);
+        check("attention", "the positions", b.pos, b.n_tokens * sizeof(int32_t));
+        check("attention", "the span array", b.kv, b.n_tokens * sizeof(void*));
+        check("attention", "the partial states", b.partials,
+              floats(static_cast<int64_t>(b.n_tokens) * b.n_head * kernels::kAttnMaxSplits *
+                     (b.head_dim + 2)),
+              true);
+        if (b.attend_until != nullptr)
+          check("attention", "the image ends", b.attend_until, b.n_tokens * sizeof(int32_t));
+        if (inside(device_, b.kv, b.n_tokens * sizeof(void*))) check_spans(b);
+        if (!error_.empty()) return;
+        cpu_.attention(b);
+        write_q8("attention", b.out, b.out_q8, width, b.n_tokens);
+      },
+      b.partials != nullptr ? 2 : 1);
 }
 
 void EmulatedGpu::store_kv(kernels::DType k_type, kernels::DType v_type, int kv_dim, const float* k,
@@ -400,6 +427,222 @@ void EmulatedGpu::copy_rows(float* y, int64_t y_stride, const float* x, int64_t 
           check("copy_rows", "x", x, strided(n, n_rows, x_stride));
           cpu_.copy_rows(y, y_stride, x, x_stride, n, n_rows);
         });
+}
+
+// --- Fused ops: the pointers a GPU kernel would read, the 8-bit activations, the CPU's result ----
+
+void EmulatedGpu::check_matrix(const char* op, const kernels::Matrix& w) {
+  check(op, "the weights", w.data, w.n_rows * w.row_bytes);
+}
+
+void EmulatedGpu::check_q8(const char* op, const float* x, const void* q8, int64_t n_cols,
+                           int n_rows) {
+  if (q8 == nullptr) return;
+  if (!kernels::act_q8_fits(n_cols)) {
+    return fail(
+        fmt::format("{}: 8-bit activations for rows of {} (not a multiple of 32)", op, n_cols));
+  }
+  const size_t bytes = kernels::act_q8_row_bytes(n_cols) * n_rows;
+  check(op, "the 8-bit activations", q8, bytes);
+  if (!inside(device_, q8, bytes)) return;
+  std::vector<uint8_t> want(bytes);
+  kernels::quantize_act_rows(x, n_cols, n_rows, want.data());
+  for (int r = 0; r < n_rows; ++r) {
+    const size_t row = kernels::act_q8_row_bytes(n_cols), used = n_cols + n_cols / 32 * 8;
+    if (std::memcmp(want.data() + r * row, static_cast<const uint8_t*>(q8) + r * row, used) != 0) {
+      return fail(
+          fmt::format("{}: the 8-bit activations of row {} are not those of its f32 values "
+                      "(stale, or written for other rows)",
+                      op, r));
+    }
+  }
+}
+
+void EmulatedGpu::write_q8(const char* op, const float* y, void* q8, int64_t n_cols, int n_rows) {
+  if (q8 == nullptr) return;
+  if (!kernels::act_q8_fits(n_cols)) {
+    return fail(fmt::format("{}: a destination for 8-bit activations of rows of {}", op, n_cols));
+  }
+  check(op, "the 8-bit destination", q8, kernels::act_q8_row_bytes(n_cols) * n_rows);
+  if (error_.empty()) kernels::quantize_act_rows(y, n_cols, n_rows, q8);
+}
+
+void EmulatedGpu::matmuls(const kernels::MatmulOut* outs, int n, kernels::Activations x,
+                          int n_tokens) {
+  std::string signature =
+      fmt::format("matmuls {} {} {} {}", static_cast<const void*>(x.f32), x.q8, n_tokens, n);
+  std::vector<kernels::MatmulOut> list(outs, outs + n);
+  for (const auto& o : list) signature += fmt::format(" {} {}", o.w.data, static_cast<void*>(o.y));
+  issue(std::move(signature), [=, this] {
+    for (const auto& o : list) {
+      check_matrix("matmuls", o.w);
+      check("matmuls", "x", x.f32, floats(n_tokens * o.w.n_cols));
+      check("matmuls", "y", o.y, floats(n_tokens * o.w.n_rows));
+    }
+    if (!list.empty()) check_q8("matmuls", x.f32, x.q8, list[0].w.n_cols, n_tokens);
+    if (error_.empty()) cpu_.matmuls(list.data(), n, x, n_tokens);
+  });
+}
+
+void EmulatedGpu::matmul_glu(const kernels::GluMatmul& a) {
+  issue(fmt::format("matmul_glu {} {} {} {} {} {} {}", a.gate.data, a.up.data,
+                    static_cast<const void*>(a.up_rows), static_cast<const void*>(a.x.f32), a.x.q8,
+                    static_cast<void*>(a.out), a.n_tokens),
+        [=, this] {
+          const int64_t n = a.gate.n_rows;
+          check_matrix("matmul_glu", a.gate);
+          if (a.up.data != nullptr) check_matrix("matmul_glu", a.up);
+          if (a.up.data == nullptr)
+            check("matmul_glu", "the up rows", a.up_rows, strided(n, a.n_tokens, a.up_stride));
+          check("matmul_glu", "x", a.x.f32, floats(a.n_tokens * a.gate.n_cols));
+          check("matmul_glu", "out", a.out, floats(a.n_tokens * n));
+          check("matmul_glu", "the scratch", a.scratch, floats(a.n_tokens * n));
+          check_q8("matmul_glu", a.x.f32, a.x.q8, a.gate.n_cols, a.n_tokens);
+          if (!error_.empty()) return;
+          cpu_.matmul_glu(a);
+          write_q8("matmul_glu", a.out, a.out_q8, n, a.n_tokens);
+        });
+}
+
+void EmulatedGpu::residual_norm(const kernels::ResidualNorm& a) {
+  std::string signature = fmt::format("residual_norm {} {} {} {} {} {}", static_cast<void*>(a.x),
+                                      static_cast<void*>(a.branch[0]),
+                                      static_cast<void*>(a.branch[1]), a.n, a.n_rows, a.n_out);
+  for (int j = 0; j < a.n_out; ++j)
+    signature += fmt::format(" {} {}", static_cast<void*>(a.out[j].y), a.out[j].y_q8);
+  issue(std::move(signature), [=, this] {
+    const size_t rows = floats(a.n * a.n_rows);
+    check("residual_norm", "x", a.x, rows);
+    check("residual_norm", "branch 0", a.branch[0], rows, true);
+    check("residual_norm", "branch 1", a.branch[1], rows, true);
+    for (int i = 0; i < 2; ++i)
+      check("residual_norm", "a branch norm", a.branch_norm[i], floats(a.n), true);
+    check("residual_norm", "the sum's norm", a.sum_norm, floats(a.n), true);
+    for (int j = 0; j < a.n_out; ++j) {
+      check("residual_norm", "an output's norm", a.out[j].w, floats(a.n), true);
+      check("residual_norm", "an output's factors", a.out[j].mul, floats(a.n), true);
+      check("residual_norm", "an output", a.out[j].y, rows, true);
+    }
+    if (!error_.empty()) return;
+    cpu_.residual_norm(a);
+    for (int j = 0; j < a.n_out; ++j) {
+      write_q8("residual_norm", a.out[j].y != nullptr ? a.out[j].y : a.x, a.out[j].y_q8, a.n,
+               a.n_rows);
+    }
+  });
+}
+
+void EmulatedGpu::attn_prep(const kernels::AttnPrep& a) {
+  issue(fmt::format("attn_prep {} {} {} {} {} {} {}", static_cast<void*>(a.q),
+                    static_cast<void*>(a.k), static_cast<void*>(a.v),
+                    static_cast<const void*>(a.dst), static_cast<const void*>(a.pos), a.n_tokens,
+                    static_cast<const void*>(a.rope.inv_freq)),
+        [=, this] {
+          const int64_t T = a.n_tokens, kv = static_cast<int64_t>(a.n_head_kv) * a.head_dim;
+          check("attn_prep", "q", a.q, floats(T * a.n_head * a.head_dim));
+          check("attn_prep", "the q norm", a.q_norm, floats(a.head_dim), true);
+          check("attn_prep", "the positions", a.pos, T * sizeof(int32_t));
+          check("attn_prep", "the frequencies", a.rope.inv_freq, floats(a.rope.n_rot / 2));
+          if (a.k != nullptr) {
+            check("attn_prep", "k", a.k, floats(T * kv));
+            check("attn_prep", "v", a.v, floats(T * kv));
+            check("attn_prep", "the k norm", a.k_norm, floats(a.head_dim), true);
+            check("attn_prep", "the destinations", a.dst, T * sizeof(kernels::KvWrite));
+            if (inside(device_, a.dst, T * sizeof(kernels::KvWrite)))
+              check_writes(a.dst, a.n_tokens, tensor::row_bytes(a.k_type, kv),
+                           tensor::row_bytes(a.v_type, kv));
+          }
+          if (error_.empty()) cpu_.attn_prep(a);
+        });
+}
+
+void EmulatedGpu::moe_glu(const kernels::MoeGlu& a) {
+  issue(fmt::format("moe_glu {} {} {} {} {} {} {}", static_cast<const void*>(a.router_logits),
+                    a.gate_up.data, a.gate.data, static_cast<const void*>(a.x.f32), a.x.q8,
+                    static_cast<void*>(a.h), a.n_tokens),
+        [=, this] {
+          const int64_t T = a.n_tokens, tk = T * a.k;
+          const bool fused = a.gate_up.data != nullptr;
+          const int64_t C = fused ? a.gate_up.n_cols : a.gate.n_cols;
+          check("moe_glu", "the router logits", a.router_logits, floats(T * a.n_expert));
+          check("moe_glu", "the expert scales", a.expert_scale, floats(a.n_expert), true);
+          check("moe_glu", "the ids", a.ids, tk * sizeof(int32_t));
+          check("moe_glu", "the weights", a.weights, floats(tk));
+          if (fused) {
+            check_matrix("moe_glu", a.gate_up);
+          } else {
+            check_matrix("moe_glu", a.gate);
+            check_matrix("moe_glu", a.up);
+          }
+          check("moe_glu", "x", a.x.f32, floats(T * C));
+          check("moe_glu", "h", a.h, floats(tk * a.n_ff));
+          check("moe_glu", "the scratch", a.scratch_in, floats(T * C));
+          check("moe_glu", "the scratch", a.scratch_gu, floats(T * 2 * a.n_ff));
+          check("moe_glu", "the scratch", a.scratch_h, floats(T * a.n_ff));
+          check_q8("moe_glu", a.x.f32, a.x.q8, C, a.n_tokens);
+          if (!error_.empty()) return;
+          cpu_.moe_glu(a);
+          write_q8("moe_glu", a.h, a.h_q8, a.n_ff, static_cast<int>(tk));
+        });
+}
+
+void EmulatedGpu::moe_down(const kernels::MoeDown& a) {
+  issue(
+      fmt::format("moe_down {} {} {} {} {} {}", a.down.data, static_cast<const void*>(a.ids),
+                  static_cast<const void*>(a.h.f32), a.h.q8, static_cast<void*>(a.out), a.n_tokens),
+      [=, this] {
+        const int64_t T = a.n_tokens, tk = T * a.k, F = a.down.n_cols;
+        const int64_t H = a.down.n_rows / a.n_expert;
+        check_matrix("moe_down", a.down);
+        check("moe_down", "the ids", a.ids, tk * sizeof(int32_t));
+        check("moe_down", "the weights", a.weights, floats(tk));
+        check("moe_down", "h", a.h.f32, floats(tk * F));
+        check("moe_down", "out", a.out, floats(T * H));
+        check("moe_down", "the scratch", a.scratch_in, floats(T * F));
+        check("moe_down", "the scratch", a.scratch_out, floats(T * H));
+        check_q8("moe_down", a.h.f32, a.h.q8, F, static_cast<int>(tk));
+        if (error_.empty()) cpu_.moe_down(a);
+      });
+}
+
+void EmulatedGpu::top_k(const float* x, int64_t n, int n_rows, int k, int32_t* ids, float* values) {
+  issue(fmt::format("top_k {} {} {} {} {} {}", static_cast<const void*>(x), n, n_rows, k,
+                    static_cast<void*>(ids), static_cast<void*>(values)),
+        [=, this] {
+          check("top_k", "x", x, floats(n * n_rows));
+          check("top_k", "the ids", ids, static_cast<size_t>(n_rows) * k * sizeof(int32_t));
+          check("top_k", "the values", values, floats(static_cast<int64_t>(n_rows) * k));
+          if (error_.empty()) cpu_.top_k(x, n, n_rows, k, ids, values);
+        });
+}
+
+void EmulatedGpu::scatter(const uint8_t* src, const kernels::ScatterPiece* pieces,
+                          const int32_t* n_pieces, int max_pieces) {
+  issue(
+      fmt::format("scatter {} {} {} {}", static_cast<const void*>(src),
+                  static_cast<const void*>(pieces), static_cast<const void*>(n_pieces), max_pieces),
+      [=, this] {
+        check("scatter", "the piece count", n_pieces, sizeof(int32_t));
+        check("scatter", "the pieces", pieces, max_pieces * sizeof(kernels::ScatterPiece));
+        if (!error_.empty()) return;
+        if (*n_pieces < 0 || *n_pieces > max_pieces)
+          return fail(fmt::format("scatter: {} pieces (0 to {})", *n_pieces, max_pieces));
+        for (int i = 0; i < *n_pieces; ++i) {
+          check("scatter", "a piece's source", src + pieces[i].offset, pieces[i].bytes);
+          check("scatter", "a piece's destination", pieces[i].dst, pieces[i].bytes);
+        }
+        if (error_.empty()) cpu_.scatter(src, pieces, n_pieces, max_pieces);
+      });
+}
+
+void EmulatedGpu::download_async(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  if (!inside(host_, host_dst, bytes))
+    fail(fmt::format("download_async to {}, which allocate_host() did not return", host_dst));
+  issue(fmt::format("download_async {} {} {}", host_dst, src, bytes), [=, this] {
+    check("download_async", "the source", src, bytes);
+    if (error_.empty()) std::memcpy(host_dst, src, bytes);
+  });
 }
 
 }  // namespace testing_util

@@ -77,14 +77,43 @@ class EmulatedGpu final : public kernels::Backend {
   void copy_rows(float* y, int64_t y_stride, const float* x, int64_t x_stride, int64_t n,
                  int64_t n_rows) override;
 
+  // A GPU's decode ops read 8-bit activations: the emulator writes them where a producing op is
+  // given a destination (act_q8.h) and checks, where an op reads them, that they are the 8-bit
+  // form of the f32 rows beside them — so a stale or mismatched buffer fails the pass.
+  bool quantizes_activations() const override { return true; }
+  void matmuls(const kernels::MatmulOut* outs, int n, kernels::Activations x,
+               int n_tokens) override;
+  void matmul_glu(const kernels::GluMatmul& a) override;
+  void residual_norm(const kernels::ResidualNorm& a) override;
+  void attn_prep(const kernels::AttnPrep& a) override;
+  void moe_glu(const kernels::MoeGlu& a) override;
+  void moe_down(const kernels::MoeDown& a) override;
+  void top_k(const float* x, int64_t n, int n_rows, int k, int32_t* ids, float* values) override;
+  void scatter(const uint8_t* src, const kernels::ScatterPiece* pieces, const int32_t* n_pieces,
+               int max_pieces) override;
+  void download_async(void* host_dst, const void* src, size_t bytes) override;
+
   // How many ops ran (replays count each recorded op), and how many calls a replay dropped.
   int64_t ops_run() const { return ops_run_; }
   int64_t replays() const { return replays_; }
+  // The kernel launches a GPU makes for the ops that ran, by name in order ("attention" split
+  // over the context is two: "attention.chunks", "attention.combine"); copies between host and
+  // device by kind. Both count replayed ops. clear_counts() starts again.
+  struct Copies {
+    int64_t blocking_uploads = 0, async_uploads = 0, blocking_downloads = 0, async_downloads = 0;
+  };
+  const std::vector<std::string>& launches() const { return launches_; }
+  const Copies& copies() const { return copies_; }
+  void clear_counts() {
+    launches_.clear();
+    copies_ = {};
+  }
 
  private:
-  // An op as the stream runs it: its pointer checks, then the CPU backend's kernel.
-  void issue(std::string signature, std::function<void()> run);
-  void run_now(const std::function<void()>& run);
+  // An op as the stream runs it: its pointer checks, then the CPU backend's kernel. The
+  // signature's first word names the op; `launches` is how many kernels a GPU runs for it.
+  void issue(std::string signature, std::function<void()> run, int launches = 1);
+  void run_now(const std::string& signature, const std::function<void()>& run, int launches);
   void flush_copies();
   // Records the first breach of the contract.
   void fail(std::string message);
@@ -95,6 +124,11 @@ class EmulatedGpu final : public kernels::Backend {
              bool may_be_null = false);
   void check_spans(const kernels::AttentionBatch& batch);
   void check_writes(const kernels::KvWrite* dst, int n_tokens, size_t k_row, size_t v_row);
+  void check_matrix(const char* op, const kernels::Matrix& w);
+  // Where an op reads 8-bit activations: they must be those of the f32 rows beside them.
+  void check_q8(const char* op, const float* x, const void* q8, int64_t n_cols, int n_rows);
+  // Where an op was given a destination for 8-bit activations: writes those of y.
+  void write_q8(const char* op, const float* y, void* q8, int64_t n_cols, int n_rows);
 
   std::unique_ptr<util::ThreadPool> own_pool_;
   kernels::cpu::CpuBackend cpu_;
@@ -109,11 +143,14 @@ class EmulatedGpu final : public kernels::Backend {
   struct Recording {
     std::vector<std::string> signatures;
     std::vector<std::function<void()>> steps;
+    std::vector<int> launches;
   };
   std::vector<Recording> recordings_;  // by id; released ones are emptied
   Recording current_;
   size_t replay_index_ = 0;  // calls matched so far in begin_replay()
   int64_t ops_run_ = 0, replays_ = 0;
+  std::vector<std::string> launches_;
+  Copies copies_;
   std::string error_;
 };
 

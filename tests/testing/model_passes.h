@@ -43,4 +43,35 @@ inline std::vector<float> logits_of_passes(LoadedModel& r, const std::vector<int
   return logits;
 }
 
+// Every position's top-k selection in slot 0 (ids, then their logits), passes as logits_of_passes
+// makes them: what a sampling step reads instead of whole logits.
+struct Selections {
+  std::vector<int32_t> ids;
+  std::vector<float> logits;
+};
+inline Selections selections_of_passes(LoadedModel& r, const std::vector<int32_t>& ids, int prefill,
+                                       int ubatch, int n_vocab, int k) {
+  Selections out{std::vector<int32_t>(ids.size() * k), std::vector<float>(ids.size() * k)};
+  if (!r.model || !r.cache) return out;
+  EXPECT_TRUE(r.cache->reserve(0, static_cast<int>(ids.size())));
+  std::vector<float> logits(static_cast<size_t>(ubatch) * n_vocab);
+  for (size_t start = 0; start < ids.size();) {
+    const int step = start < static_cast<size_t>(prefill) ? ubatch : 1;
+    const int n = static_cast<int>(std::min<size_t>(step, ids.size() - start));
+    std::vector<int32_t> pos(n), slot(n, 0);
+    std::vector<uint8_t> output(n, 1);
+    for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(start + i);
+    model::Batch batch{
+        .tokens = std::span(ids).subspan(start, n), .pos = pos, .slot = slot, .output = output};
+    auto s = r.model->forward(batch, *r.cache,
+                              {.logits = logits.data(),
+                               .top_k = k,
+                               .top_ids = out.ids.data() + start * k,
+                               .top_logits = out.logits.data() + start * k});
+    EXPECT_TRUE(s.ok()) << s.error().message();
+    start += n;
+  }
+  return out;
+}
+
 }  // namespace testing_util

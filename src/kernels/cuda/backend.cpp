@@ -125,8 +125,12 @@ void CudaBackend::check(int cuda_error, const char* op) {
 
 bool CudaBackend::enter(const char* op) {
   if (dropping_) return false;
+  // cudaSetDevice costs a driver call per op; a thread only needs it when its GPU changes.
+  thread_local int current_device = -1;
+  if (current_device == device_.index) return true;
   const cudaError_t err = cudaSetDevice(device_.index);
   check(err, op);
+  if (err == cudaSuccess) current_device = device_.index;
   return err == cudaSuccess;
 }
 
@@ -170,14 +174,34 @@ util::Result<int> CudaBackend::end_record() {
     (void)cudaGraphDestroy(graph);
     return synchronize().error();
   }
+  RecordingCounts counts;
+  size_t n_nodes = 0;
+  if (cudaGraphGetNodes(graph, nullptr, &n_nodes) == cudaSuccess) {
+    std::vector<cudaGraphNode_t> nodes(n_nodes);
+    if (cudaGraphGetNodes(graph, nodes.data(), &n_nodes) == cudaSuccess) {
+      for (cudaGraphNode_t node : nodes) {
+        cudaGraphNodeType type{};
+        if (cudaGraphNodeGetType(node, &type) != cudaSuccess) continue;
+        counts.kernels += type == cudaGraphNodeTypeKernel;
+        counts.copies += type == cudaGraphNodeTypeMemcpy;
+        counts.other += type != cudaGraphNodeTypeKernel && type != cudaGraphNodeTypeMemcpy;
+      }
+    }
+  }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
   (void)cudaGraphDestroy(graph);
   if (e != cudaSuccess) return util::errorf("cuda: a recorded pass cannot run — {}", describe(e));
   recordings_.push_back(exec);
+  recording_counts_.push_back(counts);
   const int id = static_cast<int>(recordings_.size()) - 1;
   replay(id);
   return id;
+}
+
+CudaBackend::RecordingCounts CudaBackend::recording_counts(int id) const {
+  if (id < 0 || id >= static_cast<int>(recording_counts_.size())) return {};
+  return recording_counts_[id];
 }
 
 void CudaBackend::replay(int id) {
@@ -287,7 +311,7 @@ void CudaBackend::attention(const AttentionBatch& batch) {
   }
   // The cache types sit inside the KvSpans, in device memory: they were checked when the cache
   // was planned (kv::check_cache_type allows exactly the types the kernel reads).
-  check(detail::launch_attention(batch, stream_), "attention");
+  check(detail::launch_attention(batch, device_.n_sm, stream_), "attention");
 }
 
 void CudaBackend::store_kv(DType kt, DType vt, int kv_dim, const float* k, const float* v,
@@ -394,6 +418,114 @@ void CudaBackend::moe_route(const float* l, int t, int e, int k, const float* s,
                             k, e, kMaxExperts));
   }
   check(detail::launch_moe_route(l, t, e, k, s, ids, w, stream_), "moe_route");
+}
+
+// --- Fused ops ---------------------------------------------------------------------------------
+
+void CudaBackend::matmuls(const MatmulOut* outs, int n, Activations x, int n_tokens) {
+  if (!enter("matmuls")) return;
+  for (int i = 0; i < n; ++i) {
+    if (auto message = check_matrix("matmuls", outs[i].w); !message.empty())
+      return fail(std::move(message));
+    if (outs[i].w.n_cols != outs[0].w.n_cols) {
+      return fail(fmt::format("cuda matmuls: products of {} and {} columns cannot share an input",
+                              outs[0].w.n_cols, outs[i].w.n_cols));
+    }
+  }
+  check(detail::launch_matmuls(outs, n, x, n_tokens, stream_), "matmuls");
+}
+
+void CudaBackend::matmul_glu(const GluMatmul& a) {
+  if (!enter("matmul_glu")) return;
+  if (auto message = check_matrix("matmul_glu", a.gate); !message.empty())
+    return fail(std::move(message));
+  if (a.up.data != nullptr) {
+    if (auto message = check_matrix("matmul_glu", a.up); !message.empty())
+      return fail(std::move(message));
+    if (a.up.n_rows != a.gate.n_rows || a.up.n_cols != a.gate.n_cols) {
+      return fail(fmt::format("cuda matmul_glu: gate {}×{} and up {}×{} differ", a.gate.n_rows,
+                              a.gate.n_cols, a.up.n_rows, a.up.n_cols));
+    }
+  }
+  check(detail::launch_matmul_glu(a, stream_), "matmul_glu");
+}
+
+void CudaBackend::residual_norm(const ResidualNorm& a) {
+  if (!enter("residual_norm")) return;
+  if (a.n_out < 0 || a.n_out > 3) {
+    return fail(fmt::format("cuda residual_norm: {} outputs (0 to 3)", a.n_out));
+  }
+  if (a.n > detail::kResidualNormMaxWidth) {
+    return fail(fmt::format("cuda residual_norm: rows of {} values (at most {})", a.n,
+                            detail::kResidualNormMaxWidth));
+  }
+  for (int j = 0; j < a.n_out; ++j) {
+    if (a.out[j].y_q8 != nullptr && !act_q8_fits(a.n)) {
+      return fail(fmt::format(
+          "cuda residual_norm: 8-bit activations for rows of {} (not a multiple of 32)", a.n));
+    }
+  }
+  check(detail::launch_residual_norm(a, stream_), "residual_norm");
+}
+
+void CudaBackend::attn_prep(const AttnPrep& a) {
+  if (!enter("attn_prep")) return;
+  if (a.rope.n_rot < 0 || a.rope.n_rot % 2 != 0 || a.rope.n_rot > a.head_dim) {
+    return fail(fmt::format("cuda attn_prep: n_rot {} must be even and at most head_dim {}",
+                            a.rope.n_rot, a.head_dim));
+  }
+  if (a.k != nullptr) {
+    for (DType t : {a.k_type, a.v_type}) {
+      if (!detail::is_cache_type(t)) {
+        return fail(fmt::format("cuda attn_prep: cache type {} is not one of F32, F16, Q8_0, Q4_0",
+                                tensor::dtype_name(t)));
+      }
+      if (auto s = tensor::check_row_length(t, a.n_head_kv * a.head_dim); !s) {
+        return fail(fmt::format("cuda attn_prep: {}", s.error().message()));
+      }
+    }
+  }
+  check(detail::launch_attn_prep(a, stream_), "attn_prep");
+}
+
+void CudaBackend::moe_glu(const MoeGlu& a) {
+  if (!enter("moe_glu")) return;
+  for (const Matrix* m : {&a.gate_up, &a.gate, &a.up}) {
+    if (m->data == nullptr) continue;
+    if (auto message = check_matrix("moe_glu", *m); !message.empty())
+      return fail(std::move(message));
+  }
+  if (a.n_expert <= 0 || a.n_expert > kMaxExperts || a.k <= 0 || a.k > a.n_expert) {
+    return fail(fmt::format("cuda moe_glu: top {} of {} experts is outside 1 ≤ k ≤ n_expert ≤ {}",
+                            a.k, a.n_expert, kMaxExperts));
+  }
+  check(detail::launch_moe_glu(a, stream_), "moe_glu");
+}
+
+void CudaBackend::moe_down(const MoeDown& a) {
+  if (!enter("moe_down")) return;
+  if (auto message = check_matrix("moe_down", a.down); !message.empty())
+    return fail(std::move(message));
+  check(detail::launch_moe_down(a, stream_), "moe_down");
+}
+
+void CudaBackend::top_k(const float* x, int64_t n, int n_rows, int k, int32_t* ids, float* values) {
+  if (!enter("top_k")) return;
+  if (k <= 0 || k > detail::kMaxTopK || k > n) {
+    return fail(fmt::format("cuda top_k: k {} is outside 1..min({}, {})", k, detail::kMaxTopK, n));
+  }
+  check(detail::launch_top_k(x, n, n_rows, k, ids, values, stream_), "top_k");
+}
+
+void CudaBackend::scatter(const uint8_t* src, const ScatterPiece* pieces, const int32_t* n_pieces,
+                          int max_pieces) {
+  if (enter("scatter"))
+    check(detail::launch_scatter(src, pieces, n_pieces, max_pieces, stream_), "scatter");
+}
+
+void CudaBackend::download_async(void* host_dst, const void* src, size_t bytes) {
+  if (!enter("download") || bytes == 0) return;
+  check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
 }
 
 }  // namespace kernels::cuda

@@ -80,6 +80,17 @@ class CudaBackend final : public Backend {
                  float* w) override;
   void copy_rows(float* y, int64_t ys, const float* x, int64_t xs, int64_t n,
                  int64_t rows) override;
+  bool quantizes_activations() const override { return true; }
+  void matmuls(const MatmulOut* outs, int n, Activations x, int n_tokens) override;
+  void matmul_glu(const GluMatmul& a) override;
+  void residual_norm(const ResidualNorm& a) override;
+  void attn_prep(const AttnPrep& a) override;
+  void moe_glu(const MoeGlu& a) override;
+  void moe_down(const MoeDown& a) override;
+  void top_k(const float* x, int64_t n, int n_rows, int k, int32_t* ids, float* values) override;
+  void scatter(const uint8_t* src, const ScatterPiece* pieces, const int32_t* n_pieces,
+               int max_pieces) override;
+  void download_async(void* host_dst, const void* src, size_t bytes) override;
 
   // Device memory: every op's pointers come from here. upload and download complete before they
   // return (ordered after every op issued so far); upload_async is queued like an op.
@@ -101,6 +112,12 @@ class CudaBackend final : public Backend {
   void begin_replay() override { dropping_ = true; }
   void replay(int id) override;
   void release_recording(int id) override;
+  // What a recording holds, as CUDA's graph counts its nodes: kernel launches, copies, the rest —
+  // the decode budget measured on the GPU itself (tests/model/cuda_forward_test.cpp).
+  struct RecordingCounts {
+    int kernels = 0, copies = 0, other = 0;
+  };
+  RecordingCounts recording_counts(int id) const;
 
  private:
   friend util::Result<std::unique_ptr<CudaBackend>> make_cuda_backend(int device);
@@ -123,6 +140,7 @@ class CudaBackend final : public Backend {
   bool recording_ = false;         // between begin_record() and end_record()
   bool dropping_ = false;          // between begin_replay() and replay()
   std::vector<void*> recordings_;  // cudaGraphExec_t by id; null once released
+  std::vector<RecordingCounts> recording_counts_;
 };
 
 // The backend of GPU `device` (an index into cuda_devices()), or a one-line error: no driver, no

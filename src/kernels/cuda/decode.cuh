@@ -407,4 +407,45 @@ __device__ __forceinline__ float cache_value(DType t, const uint8_t* row, int i)
   }
 }
 
+// --- Dispatch on a runtime weight type ---------------------------------------------------------
+
+template <DType T>
+struct TypeTag {
+  static constexpr DType value = T;
+};
+
+// Calls f(TypeTag<T>{}) for a type this file decodes, or returns cudaErrorInvalidValue for one it
+// does not (the backend refuses those before launching).
+template <class F>
+cudaError_t with_decodable_type(DType type, F&& f) {
+  switch (type) {
+#define HR_DECODABLE(name) \
+  case DType::name:        \
+    return f(TypeTag<DType::name>{});
+    HR_DECODABLE(kF32)
+    HR_DECODABLE(kF16)
+    HR_DECODABLE(kBF16)
+    HR_DECODABLE(kQ4_0)
+    HR_DECODABLE(kQ4_1)
+    HR_DECODABLE(kQ5_0)
+    HR_DECODABLE(kQ5_1)
+    HR_DECODABLE(kQ8_0)
+    HR_DECODABLE(kQ2_K)
+    HR_DECODABLE(kQ3_K)
+    HR_DECODABLE(kQ4_K)
+    HR_DECODABLE(kQ5_K)
+    HR_DECODABLE(kQ6_K)
+    HR_DECODABLE(kQ8_K)
+    HR_DECODABLE(kIQ4_NL)
+    HR_DECODABLE(kIQ4_XS)
+    HR_DECODABLE(kTQ1_0)
+    HR_DECODABLE(kTQ2_0)
+    HR_DECODABLE(kMXFP4)
+    HR_DECODABLE(kNVFP4)
+#undef HR_DECODABLE
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
 }  // namespace kernels::cuda

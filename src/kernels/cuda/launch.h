@@ -1,4 +1,5 @@
-// The kernel launchers of the CUDA backend (defined in matmul.cu and ops.cu), called by
+// The kernel launchers of the CUDA backend (defined in matmul.cu, matvec.cu, attention.cu and
+// ops.cu), called by
 // backend.cpp. Internal to src/kernels/cuda: it names CUDA runtime types, backend.h does not.
 //
 // Every launcher enqueues its kernels on `stream` and returns cudaGetLastError() after the
@@ -34,7 +35,8 @@ cudaError_t launch_rmsnorm(const float* x, const float* w, float* y, int64_t n, 
                            float eps, cudaStream_t stream);
 cudaError_t launch_rope(float* x, int n_tokens, int n_head, int head_dim, const int32_t* pos,
                         const RopeParams& p, cudaStream_t stream);
-cudaError_t launch_attention(const AttentionBatch& batch, cudaStream_t stream);
+// n_sm: the GPU's multiprocessors, which size the split of a decode batch's context.
+cudaError_t launch_attention(const AttentionBatch& batch, int n_sm, cudaStream_t stream);
 cudaError_t launch_store_kv(DType k_type, DType v_type, int kv_dim, const float* k, const float* v,
                             const KvWrite* dst, int n_tokens, cudaStream_t stream);
 
@@ -53,5 +55,30 @@ cudaError_t launch_copy_rows(float* y, int64_t y_stride, const float* x, int64_t
 cudaError_t launch_moe_route(const float* logits, int n_tokens, int n_expert, int k,
                              const float* expert_scale, int32_t* ids, float* weights,
                              cudaStream_t stream);
+
+// --- The fused decode ops (ops.h), one launch each, attention two ----------------------------
+
+// matvec.cu: products over 8-bit activations (act_q8.h) with integer dot products for the types
+// has_q8_matvec names, the f32 matvec for the others and the tiled kernel above kMatvecMaxTokens.
+bool has_q8_matvec(DType type);
+cudaError_t launch_matmuls(const MatmulOut* outs, int n, Activations x, int n_tokens,
+                           cudaStream_t stream);
+cudaError_t launch_matmul_glu(const GluMatmul& a, cudaStream_t stream);
+cudaError_t launch_moe_glu(const MoeGlu& a, cudaStream_t stream);
+cudaError_t launch_moe_down(const MoeDown& a, cudaStream_t stream);
+
+// attention.cu (launch_attention above lives there too).
+cudaError_t launch_attn_prep(const AttnPrep& a, cudaStream_t stream);
+
+// fused.cu
+// The widest row residual_norm's one block per row holds.
+inline constexpr int64_t kResidualNormMaxWidth = 32768;
+cudaError_t launch_residual_norm(const ResidualNorm& a, cudaStream_t stream);
+// Largest k the device selection keeps per row.
+inline constexpr int kMaxTopK = 64;
+cudaError_t launch_top_k(const float* x, int64_t n, int n_rows, int k, int32_t* ids, float* values,
+                         cudaStream_t stream);
+cudaError_t launch_scatter(const uint8_t* src, const ScatterPiece* pieces, const int32_t* n_pieces,
+                           int max_pieces, cudaStream_t stream);
 
 }  // namespace kernels::cuda::detail

@@ -26,61 +26,6 @@
 namespace kernels::cuda::detail {
 namespace {
 
-template <DType T>
-struct TypeTag {
-  static constexpr DType value = T;
-};
-
-// Calls f(TypeTag<T>{}) for the runtime type, or returns cudaErrorInvalidValue for a type with no
-// decoder (the backend refuses those before launching).
-template <class F>
-cudaError_t with_type(DType type, F&& f) {
-  switch (type) {
-    case DType::kF32:
-      return f(TypeTag<DType::kF32>{});
-    case DType::kF16:
-      return f(TypeTag<DType::kF16>{});
-    case DType::kBF16:
-      return f(TypeTag<DType::kBF16>{});
-    case DType::kQ4_0:
-      return f(TypeTag<DType::kQ4_0>{});
-    case DType::kQ4_1:
-      return f(TypeTag<DType::kQ4_1>{});
-    case DType::kQ5_0:
-      return f(TypeTag<DType::kQ5_0>{});
-    case DType::kQ5_1:
-      return f(TypeTag<DType::kQ5_1>{});
-    case DType::kQ8_0:
-      return f(TypeTag<DType::kQ8_0>{});
-    case DType::kQ2_K:
-      return f(TypeTag<DType::kQ2_K>{});
-    case DType::kQ3_K:
-      return f(TypeTag<DType::kQ3_K>{});
-    case DType::kQ4_K:
-      return f(TypeTag<DType::kQ4_K>{});
-    case DType::kQ5_K:
-      return f(TypeTag<DType::kQ5_K>{});
-    case DType::kQ6_K:
-      return f(TypeTag<DType::kQ6_K>{});
-    case DType::kQ8_K:
-      return f(TypeTag<DType::kQ8_K>{});
-    case DType::kIQ4_NL:
-      return f(TypeTag<DType::kIQ4_NL>{});
-    case DType::kIQ4_XS:
-      return f(TypeTag<DType::kIQ4_XS>{});
-    case DType::kTQ1_0:
-      return f(TypeTag<DType::kTQ1_0>{});
-    case DType::kTQ2_0:
-      return f(TypeTag<DType::kTQ2_0>{});
-    case DType::kMXFP4:
-      return f(TypeTag<DType::kMXFP4>{});
-    case DType::kNVFP4:
-      return f(TypeTag<DType::kNVFP4>{});
-    default:
-      return cudaErrorInvalidValue;
-  }
-}
-
 // Matvec geometry: warps per block, and weight rows per warp (each activation load serves every
 // row of its warp). Measured on an H100 (bench/RESULTS.md, 16384 × 14336): 1, 2 and 4 rows per
 // warp were within 20 % of each other; 1 was fastest for the quantized types (fewest registers,
@@ -276,7 +221,7 @@ cudaError_t launch_matmul(const Matrix& w, const float* x, float* y, int n_token
                           cudaStream_t stream) {
   if (n_tokens <= 0 || w.n_rows == 0) return cudaSuccess;
   const auto* data = static_cast<const uint8_t*>(w.data);
-  return with_type(w.type, [&](auto tag) {
+  return with_decodable_type(w.type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     if (n_tokens <= kMatvecMaxTokens) {
       matvec_kernel<T>
@@ -295,7 +240,7 @@ cudaError_t launch_get_rows(const Matrix& table, const int32_t* ids, int n, floa
                             cudaStream_t stream) {
   if (n <= 0 || table.n_cols == 0) return cudaSuccess;
   const auto* data = static_cast<const uint8_t*>(table.data);
-  return with_type(table.type, [&](auto tag) {
+  return with_decodable_type(table.type, [&](auto tag) {
     constexpr DType T = decltype(tag)::value;
     get_rows_kernel<T><<<static_cast<unsigned int>(n), 128, 0, stream>>>(
         data, table.n_cols, table.row_bytes, ids, scale, out);

@@ -1,13 +1,15 @@
-// CUDA kernels for every op but matmul/get_rows: RMSNorm, RoPE, attention over the paged cache,
-// cache writes, the elementwise ops and MoE routing. Each is the reference's loop nest spread over
+// CUDA kernels for every op but matmul/get_rows and attention: RMSNorm, RoPE, cache writes, the
+// elementwise ops and MoE routing. Each is the reference's loop nest spread over
 // threads; where the reference's float arithmetic can be repeated exactly it is (same operations,
 // same order, no fused multiply-adds: __fmul_rn/__fadd_rn are never contracted), so rope,
 // store_kv, get_rows, copies and the exact elementwise ops give the reference's bits.
 #include <cfloat>
 #include <cmath>
 
+#include "kernels/cuda/cache_rows.h"
 #include "kernels/cuda/decode.cuh"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/moe_route.cuh"
 
 namespace kernels::cuda::detail {
 namespace {
@@ -27,12 +29,6 @@ unsigned int stride_blocks(int64_t n, int threads) {
 }
 
 __device__ __forceinline__ double warp_sum(double v) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(kFullMask, v, offset);
   return v;
@@ -88,125 +84,7 @@ __global__ void rope_kernel(float* x, int n_tokens, int n_head, int head_dim,
   }
 }
 
-// --- Attention: one block per (head, token), online softmax ----------------------------------
-//
-// Warp w of the block scans cells w, w + kAttnWarps, … of the token's cache. For a visible cell,
-// its lanes form q·k over the head's dims (K decoded value by value from the stored row, so the
-// cache is never copied), reduce it with shuffles, and fold the cell into the warp's running
-// maximum m, sum l and accumulator acc[head_dim] (shared memory, one row per warp, each lane
-// owning dims lane, lane + 32, …). At the end the warps' (m, l, acc) are merged. Reads: the
-// visible cells' K and V rows once. Shared memory: (1 + kAttnWarps) · head_dim floats.
-
-constexpr int kAttnWarps = 8;
-
-__device__ __forceinline__ const uint8_t* cell_row(const uint8_t* const* blocks,
-                                                   int cells_per_block, size_t row_bytes,
-                                                   int cell) {
-  return blocks[cell / cells_per_block] + static_cast<size_t>(cell % cells_per_block) * row_bytes;
-}
-
-__global__ void __launch_bounds__(32 * kAttnWarps) attention_kernel(AttentionBatch b, int t0) {
-  extern __shared__ float smem[];
-  const int h = blockIdx.x, t = t0 + blockIdx.y;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int d = b.head_dim;
-  float* q_s = smem;                      // [d]
-  float* acc_all = smem + d;              // [kAttnWarps][d]
-  float* m_l = acc_all + kAttnWarps * d;  // [kAttnWarps] maxima, then [kAttnWarps] sums
-  float* acc = acc_all + warp * d;
-
-  const KvSpan kv = *b.kv[t];
-  const int group = b.n_head / kv.n_head_kv;
-  const int first = (h / group) * kv.head_dim;  // this head's KV head within a cache row
-  const int32_t q_pos = b.pos[t];
-  const int32_t until = b.attend_until ? b.attend_until[t] : q_pos;
-  const int64_t offset = (static_cast<int64_t>(t) * b.n_head + h) * d;
-  for (int i = threadIdx.x; i < d; i += blockDim.x) q_s[i] = b.q[offset + i];
-  for (int i = lane; i < d; i += 32) acc[i] = 0.0f;
-  __syncthreads();
-
-  float m = -INFINITY, l = 0.0f;
-  for (int c = warp; c < kv.n_cells; c += kAttnWarps) {
-    const int32_t p = kv.cell_pos[c];
-    if (!key_visible(p, q_pos, until, b.window)) continue;  // warp-uniform
-    const uint8_t* k_row = cell_row(kv.k_blocks, kv.cells_per_block, kv.k_row_bytes, c);
-    float dot = 0.0f;
-    for (int i = lane; i < d; i += 32)
-      dot = fmaf(q_s[i], cache_value(kv.k_type, k_row, first + i), dot);
-    const float s = warp_sum(dot) * b.scale;
-    const float m_new = fmaxf(m, s);
-    const float correction = expf(m - m_new);  // 0 for the first visible cell (m = −inf)
-    const float weight = expf(s - m_new);
-    l = l * correction + weight;
-    const uint8_t* v_row = cell_row(kv.v_blocks, kv.cells_per_block, kv.v_row_bytes, c);
-    for (int i = lane; i < d; i += 32) {
-      acc[i] = acc[i] * correction + weight * cache_value(kv.v_type, v_row, first + i);
-    }
-    m = m_new;
-  }
-  if (lane == 0) {
-    m_l[warp] = m;
-    m_l[kAttnWarps + warp] = l;
-  }
-  __syncthreads();
-
-  float* out = b.out + offset;
-  float max_all = -INFINITY;
-#pragma unroll
-  for (int w = 0; w < kAttnWarps; ++w) max_all = fmaxf(max_all, m_l[w]);
-  if (max_all == -INFINITY) {  // nothing visible: the reference writes zeros
-    for (int i = threadIdx.x; i < d; i += blockDim.x) out[i] = 0.0f;
-    return;
-  }
-  float factor[kAttnWarps];
-  float denom = 0.0f;
-#pragma unroll
-  for (int w = 0; w < kAttnWarps; ++w) {
-    factor[w] = m_l[w] == -INFINITY ? 0.0f : expf(m_l[w] - max_all);
-    denom += m_l[kAttnWarps + w] * factor[w];
-  }
-  for (int i = threadIdx.x; i < d; i += blockDim.x) {
-    float o = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kAttnWarps; ++w) o += acc_all[w * d + i] * factor[w];
-    out[i] = o / denom;
-  }
-}
-
-// --- store_kv: the reference quantizers (tensor/quantize.cpp), one thread per value or block --
-
-// float → int truncating toward zero; 0 where the C++ cast would be undefined (see quantize.cpp).
-__device__ __forceinline__ int truncate_to_int(float v) {
-  return v > -2147483648.0f && v < 2147483648.0f ? static_cast<int>(v) : 0;
-}
-
-__device__ void quantize_block_q8_0(const float* src, tensor::BlockQ8_0* dst) {
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(src[j]));
-  const float d = __fdiv_rn(amax, 127.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  dst->d = f32_to_f16(d);
-  for (int j = 0; j < 32; ++j)
-    dst->qs[j] = static_cast<int8_t>(truncate_to_int(roundf(__fmul_rn(src[j], id))));
-}
-
-__device__ void quantize_block_q4_0(const float* src, tensor::BlockQ4_0* dst) {
-  float amax = 0.0f, max = 0.0f;  // the value of largest magnitude, the first one on ties
-  for (int j = 0; j < 32; ++j) {
-    if (amax < fabsf(src[j])) {
-      amax = fabsf(src[j]);
-      max = src[j];
-    }
-  }
-  const float d = __fdiv_rn(max, -8.0f);
-  const float id = d != 0.0f ? __fdiv_rn(1.0f, d) : 0.0f;
-  dst->d = f32_to_f16(d);
-  for (int j = 0; j < 16; ++j) {
-    const int q0 = min(15, truncate_to_int(__fadd_rn(__fmul_rn(src[j], id), 8.5f)));
-    const int q1 = min(15, truncate_to_int(__fadd_rn(__fmul_rn(src[j + 16], id), 8.5f)));
-    dst->qs[j] = static_cast<uint8_t>(q0 | q1 << 4);
-  }
-}
+// --- store_kv: the reference quantizers (cache_rows.h), one thread per value or block ------
 
 // Grid: (values or blocks of a row / blockDim, tokens of the slice, 2: K then V).
 __global__ void store_kv_kernel(DType k_type, DType v_type, int kv_dim, const float* __restrict__ k,
@@ -323,69 +201,15 @@ __global__ void copy_rows_overlapping_kernel(float* y, int64_t y_stride, const f
   }
 }
 
-// --- MoE routing: one warp per token, the CPU backend's double arithmetic ----------------------
+// --- MoE routing: one warp per token, the CPU backend's double arithmetic (moe_route.cuh) -----
 
 __global__ void __launch_bounds__(32)
     moe_route_kernel(const float* __restrict__ logits, int n_expert, int k,
                      const float* __restrict__ expert_scale, int32_t* ids, float* weights) {
-  __shared__ double prob[kMaxExperts];
-  __shared__ bool taken[kMaxExperts];
-  const int t = blockIdx.x, lane = threadIdx.x;
-  const float* l = logits + static_cast<int64_t>(t) * n_expert;
-  float max_logit = -FLT_MAX;
-  for (int e = lane; e < n_expert; e += 32) max_logit = fmaxf(max_logit, l[e]);
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    max_logit = fmaxf(max_logit, __shfl_xor_sync(kFullMask, max_logit, offset));
-  }
-  for (int e = lane; e < n_expert; e += 32) {
-    prob[e] = exp(static_cast<double>(l[e]) - static_cast<double>(max_logit));
-    taken[e] = false;
-  }
-  __syncwarp();
-  double sum = 0;
-  if (lane == 0) {
-    for (int e = 0; e < n_expert; ++e) sum += prob[e];  // in expert order, as the reference
-  }
-  sum = __shfl_sync(kFullMask, sum, 0);
-  for (int e = lane; e < n_expert; e += 32) prob[e] /= sum;
-  __syncwarp();
-  int32_t* out_ids = ids + static_cast<int64_t>(t) * k;
-  for (int j = 0; j < k; ++j) {
-    // Arg-max over the experts not taken yet; ties go to the lower id.
-    double best_p = -1.0;
-    int best_e = 0x7fffffff;
-    for (int e = lane; e < n_expert; e += 32) {
-      if (!taken[e] && prob[e] > best_p) {  // ascending e: a tie keeps the lower id
-        best_p = prob[e];
-        best_e = e;
-      }
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset /= 2) {
-      const double other_p = __shfl_xor_sync(kFullMask, best_p, offset);
-      const int other_e = __shfl_xor_sync(kFullMask, best_e, offset);
-      if (other_p > best_p || (other_p == best_p && other_e < best_e)) {
-        best_p = other_p;
-        best_e = other_e;
-      }
-    }
-    if (lane == 0) {
-      taken[best_e] = true;
-      out_ids[j] = best_e;
-    }
-    __syncwarp();
-  }
-  if (lane == 0) {
-    double selected = 0;
-    for (int j = 0; j < k; ++j) selected += prob[out_ids[j]];
-    selected = fmax(selected, 6.103515625e-5);  // llama.cpp's floor on the renormaliser
-    for (int j = 0; j < k; ++j) {
-      const int32_t e = out_ids[j];
-      const double w = prob[e] / selected * (expert_scale ? expert_scale[e] : 1.0f);
-      weights[static_cast<int64_t>(t) * k + j] = static_cast<float>(w);
-    }
-  }
+  __shared__ MoeRouteScratch scratch;
+  const int64_t t = blockIdx.x;
+  route_token(logits + t * n_expert, n_expert, k, expert_scale, scratch, ids + t * k,
+              weights + t * k);
 }
 
 bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
@@ -418,23 +242,6 @@ cudaError_t launch_rope(float* x, int n_tokens, int n_head, int head_dim, const 
   if (total <= 0) return cudaSuccess;
   rope_kernel<<<stride_blocks(total, 256), 256, 0, stream>>>(x, n_tokens, n_head, head_dim, pos, p);
   return cudaGetLastError();
-}
-
-size_t attention_shared_bytes(int head_dim) {
-  return (static_cast<size_t>(1 + kAttnWarps) * head_dim + 2 * kAttnWarps) * sizeof(float);
-}
-
-cudaError_t launch_attention(const AttentionBatch& batch, cudaStream_t stream) {
-  if (batch.n_tokens <= 0 || batch.n_head <= 0) return cudaSuccess;
-  const size_t shared =
-      attention_shared_bytes(batch.head_dim);  // ≤ 37 KB at kMaxHeadDim: no opt-in
-  for (int t0 = 0; t0 < batch.n_tokens; t0 += kMaxGridY) {
-    const int nt = batch.n_tokens - t0 < kMaxGridY ? batch.n_tokens - t0 : kMaxGridY;
-    attention_kernel<<<dim3(batch.n_head, nt), 32 * kAttnWarps, shared, stream>>>(batch, t0);
-    const cudaError_t err = cudaGetLastError();
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
 }
 
 cudaError_t launch_store_kv(DType k_type, DType v_type, int kv_dim, const float* k, const float* v,

@@ -16,6 +16,8 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t
 void gelu_mul(const float* gate, const float* up, float* out, int64_t n, int64_t n_rows, int64_t stride);
 void moe_route(const float* logits, int n_tokens, int n_expert, int k, const float* expert_scale, int32_t* ids,
                float* weights);
+// The k largest of each row, largest first, ties to the lower index, NaN below every number.
+void top_k(const float* x, int64_t n, int n_rows, int k, int32_t* ids, float* values);
 float gelu(float x);  // tanh approximation (spec §0.1)
 float silu(float x);
 // The audio encoder's ops (ops.h), and clamp.

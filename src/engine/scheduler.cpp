@@ -186,8 +186,29 @@ bool Scheduler::admit_one(Sequence& seq, int slot) {
   return true;
 }
 
+// Whether `seq` should wait for a running sequence that is prefilling a prompt beginning as its
+// own: the shared whole blocks become reusable as they are computed, so waiting for them costs
+// less than computing them twice (the n choices of one request, a burst of requests with one
+// system prompt).
+bool Scheduler::waits_for_a_prefill(const Sequence& seq) const {
+  const kv::Cache& cache = engine_.cache();
+  if (!seq.request.reuse_prefix || !cache.config().prefix_cache) return false;
+  const int block = cache.config().block_cells;
+  for (const auto& r : running_) {
+    if (r->slot < 0 || !r->request.reuse_prefix || r->n_computed >= r->stats.n_prompt) continue;
+    // Reuse leaves the last token to evaluate, and only whole blocks of r's prompt are shared.
+    const size_t limit = std::min(seq.tokens.size() - 1, static_cast<size_t>(r->stats.n_prompt));
+    const auto common = static_cast<int>(
+        std::mismatch(seq.tokens.begin(), seq.tokens.begin() + limit, r->tokens.begin()).first -
+        seq.tokens.begin());
+    const int shared = common / block * block;
+    if (shared > 0 && r->n_computed < shared) return true;
+  }
+  return false;
+}
+
 // Requests are admitted in arrival order (preempted ones first) while a slot is free and the
-// pool has room for them.
+// pool has room for them; one whose prompt's start another sequence is prefilling waits for it.
 void Scheduler::admit() {
   while (!waiting_.empty()) {
     Sequence& seq = *waiting_.front();
@@ -196,7 +217,8 @@ void Scheduler::admit() {
       waiting_.pop_front();
       continue;
     }
-    if (free_slots_.empty() || !admit_one(seq, free_slots_.back())) return;
+    if (free_slots_.empty() || waits_for_a_prefill(seq) || !admit_one(seq, free_slots_.back()))
+      return;
     free_slots_.pop_back();
     seq.preempted = false;
     running_.push_back(std::move(waiting_.front()));

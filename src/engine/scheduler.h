@@ -7,7 +7,8 @@
 // KV blocks are taken as sequences grow (kv::Cache); when the pool runs out the youngest sequence
 // is preempted — its blocks given back, complete ones kept in the prefix cache — and resumed
 // later by recomputing what the cache no longer holds. A new request starts from the longest
-// prefix of its prompt the cache holds.
+// prefix of its prompt the cache holds, and waits for a running sequence that is prefilling that
+// prefix rather than computing it a second time.
 #pragma once
 
 #include <deque>
@@ -70,6 +71,7 @@ class Scheduler {
   struct Sequence;
   void admit();
   bool admit_one(Sequence& seq, int slot);
+  bool waits_for_a_prefill(const Sequence& seq) const;
   void choose_tokens(StepStats& stats);
   void make_room(StepStats& stats);
   void preempt(Sequence& seq);

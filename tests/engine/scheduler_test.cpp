@@ -129,3 +129,31 @@ TEST(Scheduler, CancelFreesTheCacheAtOnce) {
 }
 
 }  // namespace
+
+// Three requests with one 70-token prompt arrive together (a request's n choices, say): the first
+// prefills it in micro-batches of 16 while the others wait, then take its 4 whole blocks from the
+// prefix cache and prefill only the rest; all three give the same greedy tokens.
+TEST(Scheduler, RequestsWaitForAPrefillOfTheirPromptInsteadOfRepeatingIt) {
+  auto e = load(4, 16);
+  engine::Scheduler s(*e);
+  std::vector<int32_t> prompt = golden_cases()[0].prompt;
+  while (prompt.size() < 70) prompt.push_back(prompt[prompt.size() % 5 + 1]);
+  std::vector<Outcome> outs(3);
+  std::vector<int> cached(3, -1);
+  for (int i = 0; i < 3; ++i) {
+    engine::Request r = greedy(prompt, 8, outs[i]);
+    auto done = r.on_done;
+    r.on_done = [&cached, i, done](engine::FinishReason reason, const engine::RequestStats& st,
+                                   const std::string& error) {
+      cached[i] = st.n_cached;
+      done(reason, st, error);
+    };
+    ASSERT_EQ(s.submit(std::move(r)).refusal, engine::Refusal::kNone);
+  }
+  drain(s);
+  EXPECT_EQ(cached[0], 0);
+  EXPECT_EQ(cached[1], 64);
+  EXPECT_EQ(cached[2], 64);
+  EXPECT_EQ(s.counters().cached_tokens, 128u);
+  for (int i = 1; i < 3; ++i) EXPECT_EQ(outs[i].tokens, outs[0].tokens) << "request " << i;
+}

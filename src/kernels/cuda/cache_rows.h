@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cuda/rounding.h"
 #include "kernels/op_args.h"
 #include "tensor/blocks.h"
 #include "tensor/fp16.h"
@@ -22,37 +23,6 @@
 #endif
 
 namespace kernels::cuda {
-
-// --- Float operations rounded one by one, on both sides ---------------------------------------
-
-HR_HOST_DEVICE inline float mul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-HR_HOST_DEVICE inline float add_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-HR_HOST_DEVICE inline float sub_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif
-}
-HR_HOST_DEVICE inline float div_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
 
 // --- Bits and loads ------------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "kernels/act_q8.h"
+#include "kernels/cuda/rounding.h"
 #include "kernels/op_args.h"
 
 // Unrolls the loop that follows in device code, so per-thread arrays indexed by the loop counter
@@ -30,32 +31,8 @@ namespace kernels::cuda::fused {
 
 inline constexpr int kWarpSize = 32;
 
-// --- Rounding: each f32 operation rounded on its own, as the reference's loops round them (nvcc
-// would otherwise contract a product and a sum into one fused multiply-add).
-
-HR_HOST_DEVICE inline float mul_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-HR_HOST_DEVICE inline float add_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-HR_HOST_DEVICE inline float div_rn(float a, float b) {
-#ifdef __CUDA_ARCH__
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
+// --- Rounding: each f32 operation rounded on its own (rounding.h), as the reference's loops
+// round them.
 
 // v² in double is exact (24-bit mantissas), so a fused multiply-add that adds it to a sum rounds
 // exactly as the reference's separate add does.

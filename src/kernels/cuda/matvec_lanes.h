@@ -22,6 +22,7 @@
 #include <cstdint>
 
 #include "kernels/act_q8.h"
+#include "kernels/cuda/rounding.h"
 #include "kernels/op_args.h"
 #include "tensor/blocks.h"
 
@@ -210,30 +211,6 @@ HR_HOST_DEVICE inline float half_to_float(uint32_t h) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(h)));
 #else
   return tensor::f16_to_f32(static_cast<uint16_t>(h));
-#endif
-}
-
-// Products and sums rounded as written: nvcc would otherwise fuse a·b + c, which rounds once, and
-// the activations below must repeat the reference's roundings.
-HR_HOST_DEVICE inline float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-HR_HOST_DEVICE inline float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-HR_HOST_DEVICE inline float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
 #endif
 }
 

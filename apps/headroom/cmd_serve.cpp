@@ -36,7 +36,7 @@ void add_serve(CLI::App& app, int& exit_code) {
       "serve",
       "Serve an OpenAI-compatible HTTP API (/v1/chat/completions with tools and thinking, /v1/completions, "
       "/tokenize, /detokenize, /apply-template, /metrics)");
-  add_plan_flags(cmd, o->plan, /*with_shape=*/false, /*default_slots=*/4);
+  add_plan_flags(cmd, o->plan, /*with_shape=*/false, /*default_slots=*/4, /*lora_slots=*/true);
   cmd->add_option("--host", o->server.host,
                   "Address to listen on (another than 127.0.0.1 exposes the server)")
       ->capture_default_str();
@@ -99,7 +99,7 @@ void add_serve(CLI::App& app, int& exit_code) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    auto session = open_session(o->plan);
+    auto session = open_session(o->plan, /*serving=*/true);
     if (!session) return fail(session.error().message(), kExitBadInput);
     auto source = choose_chat_template(o->chat_template, *session->planned.file,
                                        session->planned.spec, "chatml");

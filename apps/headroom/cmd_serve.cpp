@@ -106,6 +106,11 @@ void add_serve(CLI::App& app, int& exit_code) {
     if (!source) return fail(source.error().message(), kExitBadInput);
     o->server.chat_template = *source;
     o->server.model_id = std::filesystem::path(session->planned.source).stem().string();
+    if (session->engine->adapters().find(o->server.model_id)) {
+      return fail("--lora: an adapter would be named '" + o->server.model_id +
+                      "' like the model — rename its file",
+                  kExitBadInput);
+    }
     auto srv = server::Server::create(*session->engine, *session->tokenizer, o->server);
     if (!srv) return fail(srv.error().message(), kExitBadInput);
     if (auto bound = (*srv)->bind(); !bound) return fail(bound.error().message(), kExitBadInput);

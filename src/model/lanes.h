@@ -118,9 +118,8 @@ class Lanes {
     lora_.begin(batch);
   }
 
-  // LoRA (model/lora.h): whether this pass adds terms to layer il's `target` product — a fused
-  // op that hides the product's result (matmul_glu) is then split — and y += those terms.
-  bool lora_on(int il, LoraTarget target) const { return lora_.adapts(il, target); }
+  // LoRA (model/lora.h): y += the terms this pass's adapters add to layer il's `target` product
+  // (nothing when no token's adapter adapts it).
   void lora(L& lane, int il, LoraTarget target, const float* x, float* y, int n_tokens) {
     if (lora_.adapts(il, target)) lora_.apply(index(lane), il, target, x, y, n_tokens);
   }

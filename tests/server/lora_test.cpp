@@ -5,6 +5,10 @@
 // /metrics' vllm:lora_requests_info says how many it holds.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
+#include "raw_client.h"
 #include "running_server.h"
 #include "testing/lora_files.h"
 
@@ -155,6 +159,48 @@ TEST(ServerLora, AdaptersLoadAndUnloadWhileServing) {
                    "waiting_lora_adapters=\"\"}"),
             std::string::npos)
       << m;
+}
+
+// With one slot, a long stream under "a" runs while one under "b" waits: the LoRA series names
+// them, then goes back to empty lists when the clients leave — one series at a time.
+TEST(ServerLora, MetricsNameTheAdaptersOfRunningAndWaitingRequests) {
+  Fixture f;
+  engine::EngineOptions eo = with_adapter(f);
+  eo.request.n_slots = 1;
+  eo.request.n_ctx = 4096;  // streams long enough to be seen running
+  eo.adapters.push_back({"b", f.b, 1.0f});
+  server_test::Running s(eo);
+  auto request = [](const std::string& model) {
+    const std::string body = json{{"prompt", "Once upon a time"},
+                                  {"max_tokens", 4000},
+                                  {"stream", true},
+                                  {"model", model}}
+                                 .dump();
+    return "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+           std::to_string(body.size()) + "\r\n\r\n" + body;
+  };
+  auto series = [](const std::string& running, const std::string& waiting) {
+    return "vllm:lora_requests_info{max_lora=\"2\",running_lora_adapters=\"" + running +
+           "\",waiting_lora_adapters=\"" + waiting + "\"}";
+  };
+  auto wait_for = [&](const std::string& line) {
+    std::string text;
+    for (int i = 0; i < 500 && text.find(line) == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      text = server_test::metrics_text(s);
+    }
+    EXPECT_NE(text.find(line), std::string::npos) << text;
+    EXPECT_EQ(text.find("vllm:lora_requests_info{"), text.rfind("vllm:lora_requests_info{"))
+        << "one series at a time";
+  };
+  {
+    server_test::RawClient first(s.port()), second(s.port());
+    first.send(request("a"));
+    wait_for(series("a", ""));
+    second.send(request("b"));
+    wait_for(series("a", "b"));
+  }
+  wait_for(series("", ""));
 }
 
 }  // namespace

@@ -171,11 +171,11 @@ TEST(ServerLora, MetricsNameTheAdaptersOfRunningAndWaitingRequests) {
   eo.adapters.push_back({"b", f.b, 1.0f});
   server_test::Running s(eo);
   auto request = [](const std::string& model) {
-    const std::string body = json{{"prompt", "Once upon a time"},
-                                  {"max_tokens", 4000},
-                                  {"stream", true},
-                                  {"model", model}}
-                                 .dump();
+    const std::string body = json{
+        {"prompt", "Once upon a time"},
+        {"max_tokens", 4000},
+        {"stream", true},
+        {"model", model}}.dump();
     return "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: " +
            std::to_string(body.size()) + "\r\n\r\n" + body;
   };

@@ -86,12 +86,13 @@ struct Machine {
 
 // The pp and tg tests at each depth, through the scheduler: the depth is a cached prefix.
 util::Result<nlohmann::json> run_tests(engine::Engine& e, const Options& o,
-                                       const std::vector<int>& depths, const Machine& m) {
+                                       const std::vector<int>& depths, const Machine& m,
+                                       const std::string& adapter) {
   const plan::Plan& plan = e.plan();
   std::mt19937 rng(42);
   // Warm-up, untimed (as llama-bench): the first pass faults the weights into memory.
   HR_TRY(engine::prefill_only(
-      e, engine::random_tokens(e, std::min(std::max(o.n_prompt, 1), e.n_ctx()), rng)));
+      e, engine::random_tokens(e, std::min(std::max(o.n_prompt, 1), e.n_ctx()), rng), adapter));
   const auto layers = model::kv_layers(e.spec());
   nlohmann::json results = nlohmann::json::array();
   for (int depth : depths) {
@@ -99,7 +100,7 @@ util::Result<nlohmann::json> run_tests(engine::Engine& e, const Options& o,
     if (o.n_prompt > 0) {
       std::vector<double> rates;
       for (int r = 0; r < o.reps; ++r) {
-        HR_ASSIGN_OR_RETURN(auto t, engine::prompt_throughput(e, prefix, o.n_prompt, rng));
+        HR_ASSIGN_OR_RETURN(auto t, engine::prompt_throughput(e, prefix, o.n_prompt, rng, adapter));
         rates.push_back(t.tokens_per_second);
       }
       const Stat st = stat_of(rates);
@@ -112,7 +113,8 @@ util::Result<nlohmann::json> run_tests(engine::Engine& e, const Options& o,
     if (o.n_gen > 0) {
       std::vector<double> rates;
       for (int r = 0; r < o.reps; ++r) {
-        HR_ASSIGN_OR_RETURN(auto t, engine::generation_throughput(e, prefix, o.n_gen, rng));
+        HR_ASSIGN_OR_RETURN(auto t,
+                            engine::generation_throughput(e, prefix, o.n_gen, rng, adapter));
         rates.push_back(t.tokens_per_second);
       }
       const Stat st = stat_of(rates);
@@ -299,7 +301,7 @@ int run_bench(const Options& o) {
   m.bandwidth_label = m.on_gpu ? "GPU memory bandwidth (datasheet peak from NVML)"
                                : "memory bandwidth measured now";
   m.flops = flops_per_token(e.file(), e.spec());
-  auto results = run_tests(e, o, depths, m);
+  auto results = run_tests(e, o, depths, m, session->adapter);
   if (!results) return fail(results.error().message());
 
   const double ghz = cpu_ghz();

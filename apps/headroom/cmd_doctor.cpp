@@ -27,6 +27,13 @@ void add_doctor(CLI::App& app, int& exit_code) {
                   "one stream vs 4)");
   cmd->add_flag("--json", o->json, "Print verdicts and the raw measurements as one JSON document");
   cmd->callback([o, &exit_code] {
+    if (!o->plan.lora.files.empty()) {
+      std::fprintf(stderr,
+                   "doctor: it measures the base model — drop --lora (`headroom plan --lora` shows "
+                   "the adapters' memory, `headroom bench --lora` their speed)\n");
+      exit_code = kExitBadInput;
+      return;
+    }
     auto planned = plan_model(o->plan);
     if (!planned) {
       std::fprintf(stderr, "doctor: %s\n", planned.error().message().c_str());

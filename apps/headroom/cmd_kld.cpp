@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "engine/scheduler.h"
+#include "lora_flags.h"
 
 namespace cli {
 namespace {
@@ -53,15 +54,16 @@ struct Divergence {
 // KL(reference ‖ tested) at every position of `ids`, cut into windows of `window` tokens, each a
 // request of its own from position 0 in both engines.
 util::Result<Divergence> compare_windows(engine::Engine& reference, engine::Engine& tested,
-                                         const std::vector<int32_t>& ids, int window) {
+                                         const std::vector<int32_t>& ids, int window,
+                                         const std::string& adapter) {
   const int n_vocab = reference.spec().n_vocab;
   Divergence out;
   std::vector<double> la, lb;
   for (size_t start = 0; start + 1 < ids.size(); start += window) {
     const size_t end = std::min(ids.size(), start + window);
     std::span<const int32_t> tokens(ids.data() + start, end - start);
-    HR_ASSIGN_OR_RETURN(auto a, engine::prompt_logits(reference, tokens));
-    HR_ASSIGN_OR_RETURN(auto b, engine::prompt_logits(tested, tokens));
+    HR_ASSIGN_OR_RETURN(auto a, engine::prompt_logits(reference, tokens, adapter));
+    HR_ASSIGN_OR_RETURN(auto b, engine::prompt_logits(tested, tokens, adapter));
     for (size_t t = 0; t < tokens.size(); ++t) {
       log_softmax(a.data() + t * n_vocab, n_vocab, la);
       log_softmax(b.data() + t * n_vocab, n_vocab, lb);
@@ -84,6 +86,7 @@ void add_kld(CLI::App& app, int& exit_code) {
     int chunk = 64;
     bool json = false;
     KernelFlags kernels;
+    LoraFlags lora;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -102,11 +105,15 @@ void add_kld(CLI::App& app, int& exit_code) {
       ->capture_default_str();
   cmd->add_flag("--json", o->json, "Print the figures as JSON");
   add_kernel_flags(cmd, o->kernels);
+  add_lora_flags(cmd, o->lora, /*serving=*/false);
   cmd->callback([o, &exit_code] {
     auto fail = [&](const std::string& message) {
       std::fprintf(stderr, "%s\n", message.c_str());
       exit_code = kExitBadInput;
     };
+    auto adapters = lora_files(o->lora);
+    if (!adapters) return fail(adapters.error().message());
+    if (adapters->size() > 1) return fail("kld: give at most one --lora");
     auto type = [&](const std::string& name) { return gguf::tensor_type_from_name(name); };
     const auto k = type(o->kv_type_k), v = type(o->kv_type_v), base = type(o->base);
     if (!k || !v || !base) return fail("kld: KV types must be f32, f16, q8_0 or q4_0");
@@ -123,23 +130,26 @@ void add_kld(CLI::App& app, int& exit_code) {
     if (!tok) return fail(tok.error().message());
     const auto ids = tok->encode(text, {.add_bos = true});
     auto load = [&](tensor::DType kt, tensor::DType vt) {
-      return engine::Engine::load(
-          {.model_path = path,
-           .request = {.n_ctx = o->ctx,
-                       .k_type = kt,
-                       .v_type = vt,
-                       .n_ubatch = o->chunk,
-                       .logits_all_positions = true,
-                       .n_threads = o->kernels.threads,
-                       .reference_kernels = o->kernels.reference()},
-           .devices = {.probe = false, .gpu_backend = o->kernels.gpu_backend()}});
+      engine::EngineOptions eo{
+          .model_path = path,
+          .request = {.n_ctx = o->ctx,
+                      .k_type = kt,
+                      .v_type = vt,
+                      .n_ubatch = o->chunk,
+                      .logits_all_positions = true,
+                      .n_threads = o->kernels.threads,
+                      .reference_kernels = o->kernels.reference()},
+          .devices = {.probe = false, .gpu_backend = o->kernels.gpu_backend()}};
+      eo.adapters = *adapters;
+      return engine::Engine::load(eo);
     };
     auto reference = load(*base, *base);
     if (!reference) return fail(reference.error().message());
     auto tested = load(*k, *v);
     if (!tested) return fail(tested.error().message());
 
-    auto divergence = compare_windows(**reference, **tested, ids, o->ctx);
+    auto divergence = compare_windows(**reference, **tested, ids, o->ctx,
+                                      adapters->empty() ? "" : adapters->front().name);
     if (!divergence) return fail(divergence.error().message());
     const std::vector<double>& kl = divergence->kl;
     const int agree = divergence->agree;

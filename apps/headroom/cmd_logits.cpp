@@ -9,6 +9,7 @@
 
 #include "commands.h"
 #include "engine/scheduler.h"
+#include "lora_flags.h"
 
 namespace cli {
 namespace {
@@ -87,6 +88,7 @@ void add_logits(CLI::App& app, int& exit_code) {
     std::string kv_type = "f32";
     std::string trace_dir;
     KernelFlags kernels;
+    LoraFlags lora;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
@@ -104,11 +106,15 @@ void add_logits(CLI::App& app, int& exit_code) {
                   "Also dump every named intermediate (attn_norm, Qcur, l_out, … per layer, as "
                   "llama.cpp names them) into this directory: NAME.LAYER.f32 and trace.json");
   add_kernel_flags(cmd, opts->kernels);
+  add_lora_flags(cmd, opts->lora, /*serving=*/false);
   cmd->callback([opts, &exit_code] {
     auto fail = [&](const std::string& message, int code) {
       std::fprintf(stderr, "%s\n", message.c_str());
       exit_code = code;
     };
+    auto adapters = lora_files(opts->lora);
+    if (!adapters) return fail(adapters.error().message(), kExitBadInput);
+    if (adapters->size() > 1) return fail("logits: give at most one --lora", kExitBadInput);
     auto ids = parse_ids(opts->ids);
     if (!ids) return fail(ids.error().message(), kExitBadInput);
     auto kv_type = gguf::tensor_type_from_name(opts->kv_type);
@@ -126,13 +132,15 @@ void add_logits(CLI::App& app, int& exit_code) {
                     .n_threads = opts->kernels.threads,
                     .reference_kernels = opts->kernels.reference()},
         .devices = {.probe = false, .gpu_backend = opts->kernels.gpu_backend()}};
+    eo.adapters = *adapters;
     auto dump = std::make_shared<TraceDump>();
     if (!opts->trace_dir.empty()) {
       eo.trace = [dump](const model::TracedTensor& t) { dump->add(t); };
     }
     auto engine = engine::Engine::load(eo);
     if (!engine) return fail(engine.error().message(), kExitBadInput);
-    auto logits = engine::prompt_logits(**engine, *ids);
+    auto logits =
+        engine::prompt_logits(**engine, *ids, adapters->empty() ? "" : adapters->front().name);
     if (!logits) return fail(logits.error().message(), kExitBadInput);
     FILE* f = std::fopen(opts->output.c_str(), "wb");
     if (!f || std::fwrite(logits->data(), sizeof(float), logits->size(), f) != logits->size()) {

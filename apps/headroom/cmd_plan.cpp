@@ -11,7 +11,7 @@ void add_plan(CLI::App& app, int& exit_code) {
   auto flags = std::make_shared<PlanFlags>();
   auto json = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand("plan", "Plan memory per device and predict decode speed, without loading weights");
-  add_plan_flags(cmd, *flags, /*with_shape=*/true);
+  add_plan_flags(cmd, *flags, /*with_shape=*/true, /*default_slots=*/1, /*lora_slots=*/true);
   cmd->add_flag("--json", *json, "Print the plan as one JSON document");
   cmd->callback([flags, json, &exit_code] {
     auto planned = plan_model(*flags);

@@ -35,8 +35,8 @@ void add_serve(CLI::App& app, int& exit_code) {
   CLI::App* cmd = app.add_subcommand(
       "serve",
       "Serve an OpenAI-compatible HTTP API (/v1/chat/completions with tools and thinking, /v1/completions, "
-      "/tokenize, /detokenize, /apply-template, /metrics)");
-  add_plan_flags(cmd, o->plan, /*with_shape=*/false, /*default_slots=*/4);
+      "LoRA adapters chosen per request, /tokenize, /detokenize, /apply-template, /metrics)");
+  add_plan_flags(cmd, o->plan, /*with_shape=*/false, /*default_slots=*/4, /*lora_slots=*/true);
   cmd->add_option("--host", o->server.host,
                   "Address to listen on (another than 127.0.0.1 exposes the server)")
       ->capture_default_str();
@@ -99,13 +99,18 @@ void add_serve(CLI::App& app, int& exit_code) {
     sigaddset(&signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-    auto session = open_session(o->plan);
+    auto session = open_session(o->plan, /*serving=*/true);
     if (!session) return fail(session.error().message(), kExitBadInput);
     auto source = choose_chat_template(o->chat_template, *session->planned.file,
                                        session->planned.spec, "chatml");
     if (!source) return fail(source.error().message(), kExitBadInput);
     o->server.chat_template = *source;
     o->server.model_id = std::filesystem::path(session->planned.source).stem().string();
+    if (session->engine->adapters().find(o->server.model_id)) {
+      return fail("--lora: an adapter would be named '" + o->server.model_id +
+                      "' like the model — rename its file",
+                  kExitBadInput);
+    }
     auto srv = server::Server::create(*session->engine, *session->tokenizer, o->server);
     if (!srv) return fail(srv.error().message(), kExitBadInput);
     if (auto bound = (*srv)->bind(); !bound) return fail(bound.error().message(), kExitBadInput);

@@ -74,14 +74,25 @@ void add_sampling_flags(CLI::App* cmd, SamplingFlags& f) {
       ->capture_default_str();
 }
 
-util::Result<Session> open_session(const PlanFlags& flags) {
+util::Result<Session> open_session(const PlanFlags& flags, bool serving) {
   Session s;
   HR_ASSIGN_OR_RETURN(s.planned, plan_model(flags));
+  if (!serving && s.planned.adapters.size() > 1) {
+    return util::errorf(
+        "--lora is given {} times: this command applies one adapter (serve holds several, and "
+        "each request chooses)",
+        s.planned.adapters.size());
+  }
   std::fprintf(stderr, "%s\n",
                plan::format_plan(s.planned.plan, s.planned.spec, s.planned.source).c_str());
   if (!s.planned.plan.fits) return util::Error(s.planned.plan.refusal());
   HR_ASSIGN_OR_RETURN(s.engine,
                       engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan));
+  for (const engine::AdapterFile& f : s.planned.adapters) {
+    HR_ASSIGN_OR_RETURN(engine::AdapterInfo a, s.engine->adapters().load(f.name, f.path, f.scale));
+    std::fprintf(stderr, "%s\n", describe_adapter(a).c_str());
+    if (!serving) s.adapter = a.name;
+  }
   HR_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(*s.planned.file));
   s.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
   return s;
@@ -98,6 +109,7 @@ util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
   r.max_tokens = max_tokens;
   r.sampling = sampling;
   r.end_ids = session.tokenizer->end_of_generation();
+  r.adapter = session.adapter;
   const tokenizer::Tokenizer& tok = *session.tokenizer;
   r.on_token = [&](int32_t token, float) {
     g.tokens.push_back(token);
@@ -151,6 +163,19 @@ util::Result<std::string> choose_chat_template(const std::string& override_value
   return util::errorf(
       "{} has no chat template — pass --chat-template chatml, llama3, gemma4 or a .jinja file",
       file.name());
+}
+
+std::string describe_adapter(const engine::AdapterInfo& a) {
+  std::string line = fmt::format(
+      "lora: {} ({}): {} matrices of rank ≤ {}, alpha {:g}, scale {:g}, {} in its slot", a.name,
+      a.path, a.n_pairs, a.max_rank, a.alpha, a.scale, util::format_bytes(a.bytes));
+  if (a.n_ignored > 0) {
+    line += fmt::format(
+        "; {} pairs adapt the k or v of KV-shared layers, which compute neither (they attend to "
+        "their source layer's cache): left out",
+        a.n_ignored);
+  }
+  return line;
 }
 
 std::string kernels_description(const plan::Plan& p) {

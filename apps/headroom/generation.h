@@ -35,11 +35,13 @@ struct Session {
   PlannedModel planned;
   std::unique_ptr<engine::Engine> engine;
   std::unique_ptr<tokenizer::Tokenizer> tokenizer;
+  std::string adapter;  // the --lora every generation runs under (not serving); empty: none
 };
 
 // Plans (printing the plan to stderr, as every command that loads a model does), refuses what
-// does not fit, loads the engine and the tokenizer.
-util::Result<Session> open_session(const PlanFlags& flags);
+// does not fit, loads the engine, the --lora adapters and the tokenizer. Only a server
+// (`serving`) holds several adapters; the other commands apply their one --lora to everything.
+util::Result<Session> open_session(const PlanFlags& flags, bool serving = false);
 
 struct Generation {
   std::vector<int32_t> tokens;  // generated ids, the end token included if one was sampled
@@ -66,6 +68,8 @@ util::Result<std::string> choose_chat_template(const std::string& override_value
 // "cpu kernels (avx2), 2 threads" or "cuda kernels on cuda:0 NVIDIA H100 80GB HBM3" — what runs
 // the model, for the evidence line and bench.
 std::string kernels_description(const plan::Plan& plan);
+// "lora: NAME (FILE): 98 matrices of rank ≤ 16, alpha 32, scale 1, 3.1 MiB in its slot"
+std::string describe_adapter(const engine::AdapterInfo& adapter);
 std::string evidence_line(const Generation& g, const plan::Plan& plan);
 
 // Ctrl-C stops the current generation cleanly; a second one ends the process.

@@ -14,7 +14,8 @@
 
 namespace cli {
 
-void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_slots) {
+void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_slots,
+                    bool lora_slots) {
   f.slots = default_slots;
   cmd->add_option("-m,--model", f.model, "GGUF model (default: the shipped stories260K)");
   if (with_shape) {
@@ -56,6 +57,7 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
   cmd->add_flag("--fit", f.fit,
                 "If the request does not fit, apply the fastest change that does (and say so)");
   add_kernel_flags(cmd, f.kernels);
+  add_lora_flags(cmd, f.lora, lora_slots);
 }
 
 void add_kernel_flags(CLI::App* cmd, KernelFlags& f) {
@@ -167,6 +169,10 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   r.n_cpu_layers = f.cpu_layers;
   r.ple_on_host = f.ple_on_host;
   r.experts_on_host = f.experts_on_host;
+  HR_ASSIGN_OR_RETURN(m.adapters, lora_files(f.lora));
+  if (!m.adapters.empty() && !f.shape.empty())
+    return util::errorf("--lora is checked against the model's file: give -m, not --shape");
+  HR_ASSIGN_OR_RETURN(r.lora, engine::adapter_limits(m.adapters, *m.file, m.spec, f.lora.slots));
   HR_ASSIGN_OR_RETURN(m.plan, plan::plan_with_fit({*m.file, m.spec, devices}, r, f.fit));
   return m;
 }

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "commands.h"
+#include "engine/adapters.h"
 #include "gguf/file.h"
+#include "lora_flags.h"
 #include "model/spec.h"
 #include "plan/planner.h"
 
@@ -27,10 +29,13 @@ struct PlanFlags {
   bool ple_on_host = false, experts_on_host = false;
   bool fit = false;
   KernelFlags kernels;
+  LoraFlags lora;
 };
 
-// Registers the flags on `cmd`. `with_shape` adds --shape/--quant (plans without a file).
-void add_plan_flags(CLI::App* cmd, PlanFlags& flags, bool with_shape, int default_slots = 1);
+// Registers the flags on `cmd`. `with_shape` adds --shape/--quant (plans without a file);
+// `lora_slots` adds --max-loras and --max-lora-rank (commands that plan a server).
+void add_plan_flags(CLI::App* cmd, PlanFlags& flags, bool with_shape, int default_slots = 1,
+                    bool lora_slots = false);
 
 // An opened model with its spec: from -m (or the default model) or from --shape/--quant.
 struct PlannedModel {
@@ -38,6 +43,7 @@ struct PlannedModel {
   model::Spec spec;
   std::string source;
   plan::Plan plan;
+  std::vector<engine::AdapterFile> adapters;  // --lora, checked against the model
 };
 
 // Opens the model and plans the request (applying --fit if asked). Errors are one line.

@@ -9,7 +9,6 @@
 #include "convert/hf_model.h"
 
 namespace convert {
-namespace {
 
 // HF stores Q and K rows for rotate-half RoPE (pairs i, i + d/2); llama.cpp's llama rotates
 // adjacent pairs (2i, 2i + 1). Within each head, output row 2j + k comes from row k·d/2 + j.
@@ -21,6 +20,8 @@ std::function<int64_t(int64_t)> rope_pair_rows(int64_t head_dim) {
     return head * head_dim + (within % 2) * half + within / 2;
   };
 }
+
+namespace {
 
 // Llama 3's frequency factors (rope_type "llama3"): long wavelengths slowed by `factor`, short
 // ones kept, a smooth blend between — one factor per rotated pair, as llama.cpp writes them.

@@ -52,6 +52,10 @@ util::Result<SourceTensor> checkpoint_tensor(const SafeTensor& t, std::string gg
 // One-line error for a tensor whose shape is not what the config implies.
 util::Status check_shape(const SafeTensor& t, const std::vector<int64_t>& expected);
 
+// llama's Q and K rows as llama.cpp's converter writes them: output row r of a head_dim-wide head
+// comes from checkpoint row rope_pair_rows(head_dim)(r) (HF rotates halves, llama.cpp pairs).
+std::function<int64_t(int64_t)> rope_pair_rows(int64_t head_dim);
+
 // f32 values as a source (synthesized tensors such as rope_freqs).
 SourceTensor f32_tensor(std::string name, std::vector<float> values);
 

@@ -42,11 +42,16 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   if (!device_options.gpu_backend && !options.request.reference_kernels)
     device_options.gpu_backend = gpu_backend_check();
   HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(device_options));
+  plan::Request request = options.request;
+  HR_ASSIGN_OR_RETURN(request.lora, adapter_limits(options.adapters, *file, spec, request.lora));
   HR_ASSIGN_OR_RETURN(plan::Plan p,
-                      plan::plan_with_fit({*file, spec, devices}, options.request, options.fit));
+                      plan::plan_with_fit({*file, spec, devices}, request, options.fit));
   if (!p.fits) return util::Error(p.refusal());
   HR_ASSIGN_OR_RETURN(auto engine, create(std::move(file), std::move(spec), std::move(p),
                                           options.gpu_backend, options.trace));
+  for (const AdapterFile& a : options.adapters) {
+    HR_TRY(engine->adapters().load(a.name, a.path, a.scale));
+  }
   engine->rss_before_load_ = rss_before;
   return engine;
 }
@@ -68,8 +73,10 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
     return std::make_unique<kernels::cpu::CpuBackend>(*e->pool_, e->n_ubatch(),
                                                       model::max_matmul_cols(e->spec_));
   };
-  model::LoadOptions load{
-      .max_batch = e->n_ubatch(), .placement = placement, .trace = std::move(trace)};
+  model::LoadOptions load{.max_batch = e->n_ubatch(),
+                          .placement = placement,
+                          .trace = std::move(trace),
+                          .lora = r.lora};
   if (placement.main_device != 0) {
     HR_TRY(check_gpu_plan(e->plan_, static_cast<bool>(gpu_backend)));
     const int index = e->plan_.compute_device().gpu_index;
@@ -84,6 +91,7 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
     e->backend_ = cpu_backend();
   }
   HR_ASSIGN_OR_RETURN(e->model_, model::load_model(*e->file_, e->spec_, *e->backend_, load));
+  e->adapters_ = std::make_unique<Adapters>(*e->model_, *e->file_, e->spec_, r.lora);
   HR_ASSIGN_OR_RETURN(e->cache_,
                       kv::Cache::create(model::kv_layers(e->spec_), e->plan_.kv_config,
                                         placement.main_device != 0 ? e->backend_.get() : nullptr,
@@ -96,7 +104,9 @@ Verification Engine::verify() const {
   // Weights: on a GPU copied into its memory; on the CPU bound straight into the file mapping
   // (resident = the mapped pages of used tensors). A split plan has both.
   MemoryCheck weights{.name = "weights", .planned = plan_.bytes_of(plan::ItemKind::kWeights)};
-  weights.allocated = weights.resident = model_->placed_weight_bytes();
+  // Placed weights and LoRA slots: allocated when loaded, held in full (a host lane's slots only
+  // once touched, but the plan holds them whole).
+  weights.allocated = weights.resident = model_->placed_weight_bytes() + model_->lora_pool_bytes();
   const plan::Inventory inv = plan::inventory(*file_, spec_);
   for (const auto& w : inv.weights) {
     if (!w.used || plan_.device_of(w) != 0) continue;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/adapters.h"
 #include "gguf/file.h"
 #include "kernels/ops.h"
 #include "kv/cache.h"
@@ -32,6 +33,8 @@ struct EngineOptions {
   // which also runs plans for an --assume-gpu what-if.
   GpuBackendFactory gpu_backend;
   model::TraceHook trace;  // sees the forward passes' named intermediates (null: none)
+  // LoRA adapters loaded once the model is; the plan gets the slots they need (adapter_limits).
+  std::vector<AdapterFile> adapters;
 };
 
 // Plan vs. reality for one class of memory.
@@ -71,7 +74,11 @@ class Engine {
   const gguf::File& file() const { return *file_; }
   const plan::Plan& plan() const { return plan_; }
   kv::Cache& cache() { return cache_; }
+  const kv::Cache& cache() const { return cache_; }
   model::Model& model() { return *model_; }
+  // The LoRA adapters it serves (engine/adapters.h).
+  Adapters& adapters() { return *adapters_; }
+  const Adapters& adapters() const { return *adapters_; }
   int n_ctx() const { return cache_.config().n_ctx; }
   int n_ubatch() const { return plan_.request.n_ubatch; }
   int n_slots() const { return cache_.config().n_slots; }
@@ -90,6 +97,7 @@ class Engine {
   std::unique_ptr<kernels::Backend> backend_;  // computes the layers (a GPU's, when placed there)
   std::unique_ptr<kernels::Backend> host_backend_;  // split runs: the CPU's, for the host's layers
   std::unique_ptr<model::Model> model_;
+  std::unique_ptr<Adapters> adapters_;
   kv::Cache cache_;
   uint64_t rss_before_load_ = 0;
 };

@@ -32,19 +32,23 @@ std::vector<int32_t> random_tokens(const Engine& engine, int n, std::mt19937& rn
   return ids;
 }
 
-util::Status prefill_only(Engine& engine, std::span<const int32_t> prompt) {
+util::Status prefill_only(Engine& engine, std::span<const int32_t> prompt,
+                          const std::string& adapter) {
   Request r;
   r.prompt.assign(prompt.begin(), prompt.end());
+  r.adapter = adapter;
   r.max_tokens = 0;
   HR_TRY(run_one(engine, std::move(r)));
   return {};
 }
 
 util::Result<Throughput> prompt_throughput(Engine& engine, std::span<const int32_t> prefix,
-                                           int n_prompt, std::mt19937& rng) {
-  if (!prefix.empty()) HR_TRY(prefill_only(engine, prefix));
+                                           int n_prompt, std::mt19937& rng,
+                                           const std::string& adapter) {
+  if (!prefix.empty()) HR_TRY(prefill_only(engine, prefix, adapter));
   Request r;
   r.prompt.assign(prefix.begin(), prefix.end());
+  r.adapter = adapter;
   const auto tail = random_tokens(engine, n_prompt, rng);
   r.prompt.insert(r.prompt.end(), tail.begin(), tail.end());
   r.max_tokens = 0;
@@ -54,10 +58,12 @@ util::Result<Throughput> prompt_throughput(Engine& engine, std::span<const int32
 }
 
 util::Result<Throughput> generation_throughput(Engine& engine, std::span<const int32_t> prefix,
-                                               int n_gen, std::mt19937& rng) {
-  if (!prefix.empty()) HR_TRY(prefill_only(engine, prefix));
+                                               int n_gen, std::mt19937& rng,
+                                               const std::string& adapter) {
+  if (!prefix.empty()) HR_TRY(prefill_only(engine, prefix, adapter));
   Request r;
   r.prompt.assign(prefix.begin(), prefix.end());
+  r.adapter = adapter;
   r.prompt.push_back(random_tokens(engine, 1, rng)[0]);
   r.max_tokens = n_gen;
   r.sampling.temperature = 0;

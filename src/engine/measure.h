@@ -2,6 +2,7 @@
 #pragma once
 
 #include <random>
+#include <string>
 
 #include "engine/scheduler.h"
 
@@ -18,15 +19,19 @@ std::vector<int32_t> random_tokens(const Engine& engine, int n, std::mt19937& rn
 // Prompt processing at `depth`: a request of `prefix` (depth tokens, evaluated first untimed and
 // then reused from the prefix cache) followed by `n_prompt` random tokens, timed from admission
 // to the end of its prefill. Counts the tokens it prefilled (a prefix that ends inside a KV block
-// leaves the rest of that block to prefill).
+// leaves the rest of that block to prefill). Every request runs under the LoRA adapter named
+// `adapter` (empty: none).
 util::Result<Throughput> prompt_throughput(Engine& engine, std::span<const int32_t> prefix,
-                                           int n_prompt, std::mt19937& rng);
+                                           int n_prompt, std::mt19937& rng,
+                                           const std::string& adapter = {});
 // Generation at `depth`: `prefix` and one token, then `n_gen` tokens greedily (no end token),
 // timed from the first token to the last.
 util::Result<Throughput> generation_throughput(Engine& engine, std::span<const int32_t> prefix,
-                                               int n_gen, std::mt19937& rng);
+                                               int n_gen, std::mt19937& rng,
+                                               const std::string& adapter = {});
 // Evaluates `prompt` without generating (its K/V stay in the prefix cache): a warm-up, or a
 // depth for the measurements above.
-util::Status prefill_only(Engine& engine, std::span<const int32_t> prompt);
+util::Status prefill_only(Engine& engine, std::span<const int32_t> prompt,
+                          const std::string& adapter = {});
 
 }  // namespace engine

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +50,10 @@ struct Request {
   int n_top_logprobs = 0;
   // Start from the longest prefix of the prompt whose K/V the prefix cache holds.
   bool reuse_prefix = true;
+  // The LoRA adapter to run under (a name Engine::adapters() holds; empty: the base model) and
+  // its scale (none: the adapter's own). A prefix is reused only under the same adapter and scale.
+  std::string adapter;
+  std::optional<float> adapter_scale;
   // When set, called with the logits after each prompt position the request evaluates, in order
   // (row `pos` predicts token pos + 1): every position, unless the prefix cache served the first
   // stats.n_cached. The engine must be planned with plan::Request::logits_all_positions.

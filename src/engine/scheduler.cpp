@@ -3,6 +3,7 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 namespace engine {
@@ -60,6 +61,10 @@ struct Scheduler::Sequence {
   sample::Sampler sampler;
   std::optional<sample::LogprobRecorder> logprobs;  // when the request asks for them
   RequestStats stats;
+  // Its LoRA adapter: the model's slot (−1: none), the scale, and the prefix cache's context.
+  int adapter_slot = -1;
+  float adapter_scale = 0;
+  uint64_t prefix_context = 0;
 
   Sequence(int id_, Request r) : id(id_), request(std::move(r)), sampler(request.sampling) {
     if (request.on_logprobs) logprobs.emplace(request.n_top_logprobs);
@@ -80,6 +85,8 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
   batch_pos_.resize(n);
   batch_slot_.resize(n);
   batch_output_.resize(n);
+  batch_adapter_.resize(n);
+  batch_scale_.resize(n);
   batch_owner_.resize(n);
   // The logits rows one step computes, exactly as the plan counts them.
   const size_t logit_rows = plan::logit_rows(engine_.plan().request);
@@ -122,8 +129,26 @@ SubmitResult Scheduler::submit(Request request) {
     return {-1, Refusal::kQueueFull,
             fmt::format("{} requests are already waiting — retry later", waiting_.size())};
   }
+  if (request.adapter_scale && !std::isfinite(*request.adapter_scale)) {
+    return {-1, Refusal::kInvalid,
+            fmt::format("the LoRA scale {} is not a finite number", *request.adapter_scale)};
+  }
+  std::optional<AdapterInfo> adapter;
+  if (!request.adapter.empty()) {
+    adapter = engine_.adapters().acquire(request.adapter);
+    if (!adapter) {
+      return {-1, Refusal::kUnknownAdapter,
+              fmt::format("no adapter named '{}' is loaded", request.adapter)};
+    }
+  }
   const int id = next_id_++;
-  waiting_.push_back(std::make_unique<Sequence>(id, std::move(request)));
+  auto seq = std::make_unique<Sequence>(id, std::move(request));
+  if (adapter) {
+    seq->adapter_slot = adapter->slot;
+    seq->adapter_scale = seq->request.adapter_scale.value_or(adapter->scale);
+    seq->prefix_context = adapter_context(adapter->id, seq->adapter_scale);
+  }
+  waiting_.push_back(std::move(seq));
   return {id, Refusal::kNone, ""};
 }
 
@@ -152,6 +177,10 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
     free_slots_.push_back(seq.slot);
     seq.slot = -1;
   }
+  if (seq.adapter_slot >= 0) {
+    engine_.adapters().release(seq.adapter_slot);
+    seq.adapter_slot = -1;
+  }
   seq.stats.n_generated = seq.n_generated;
   seq.stats.finished = Clock::now();
   if (seq.request.on_done) seq.request.on_done(reason, seq.stats, error);
@@ -168,7 +197,8 @@ bool Scheduler::admit_one(Sequence& seq, int slot) {
   // A resumed request whose prompt logits are wanted recomputes what it has not reported yet.
   if (resuming && seq.all_logits())
     known = known.first(std::min(known.size(), size_t(seq.n_reported) + 1));
-  const int reused = seq.request.reuse_prefix ? cache.reuse_prefix(slot, known) : 0;
+  const int reused =
+      seq.request.reuse_prefix ? cache.reuse_prefix(slot, known, seq.prefix_context) : 0;
   const int n = static_cast<int>(seq.tokens.size());
   if (!cache.can_reserve(slot, n, static_cast<int>(running_.size()))) {
     cache.release(slot);
@@ -293,6 +323,8 @@ int Scheduler::assemble_batch() {
       batch_tokens_[n] = seq.tokens[pos];
       batch_pos_[n] = pos;
       batch_slot_[n] = seq.slot;
+      batch_adapter_[n] = seq.adapter_slot;
+      batch_scale_[n] = seq.adapter_scale;
       const bool last = pos == static_cast<int>(seq.tokens.size()) - 1;
       const bool out = last || (seq.all_logits() && pos < seq.stats.n_prompt);
       batch_output_[n] = out;
@@ -368,6 +400,12 @@ util::Result<StepStats> Scheduler::step() {
                      .pos = std::span(batch_pos_).first(n),
                      .slot = std::span(batch_slot_).first(n),
                      .output = std::span(batch_output_).first(n)};
+  // Requests under different adapters share the pass; without any it is the base model's.
+  if (std::any_of(batch_adapter_.begin(), batch_adapter_.begin() + n,
+                  [](int32_t a) { return a >= 0; })) {
+    batch.adapter = std::span(batch_adapter_).first(n);
+    batch.adapter_scale = std::span(batch_scale_).first(n);
+  }
   const int k = selection_size(n);
   auto status = engine_.model().forward(batch, engine_.cache(),
                                         {.logits = logits_.data(),
@@ -382,7 +420,8 @@ util::Result<StepStats> Scheduler::step() {
   // The tokens are in the cache: their complete blocks become reusable.
   for (auto& s : running_) {
     s->n_computed += s->n_scheduled;
-    if (s->n_scheduled > 0) engine_.cache().commit(s->slot, s->tokens, s->n_computed);
+    if (s->n_scheduled > 0)
+      engine_.cache().commit(s->slot, s->tokens, s->n_computed, s->prefix_context);
   }
   sample(n, k);
   std::erase_if(running_, [](const auto& s) { return s->slot < 0; });
@@ -406,17 +445,44 @@ int Scheduler::selection_size(int n_batch) const {
   return k;
 }
 
+std::vector<std::string> Scheduler::adapter_names(bool running) const {
+  std::vector<std::string> names;
+  auto add = [&](const Sequence& s) {
+    if (s.adapter_slot >= 0) names.push_back(engine_.adapters().name_of(s.adapter_slot));
+  };
+  if (running) {
+    for (const auto& s : running_) {
+      if (s->slot >= 0) add(*s);
+    }
+  } else {
+    for (const auto& s : waiting_) add(*s);
+  }
+  std::ranges::sort(names);
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::erase(names, std::string());
+  return names;
+}
+
+std::vector<std::string> Scheduler::running_adapters() const {
+  return adapter_names(true);
+}
+std::vector<std::string> Scheduler::waiting_adapters() const {
+  return adapter_names(false);
+}
+
 util::Status run_until_idle(Scheduler& scheduler) {
   while (!scheduler.idle()) HR_TRY(scheduler.step());
   return {};
 }
 
-util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids) {
+util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids,
+                                               const std::string& adapter) {
   const size_t n_vocab = engine.spec().n_vocab;
   std::vector<float> logits(ids.size() * n_vocab);
   std::string error;
   Request r;
   r.prompt.assign(ids.begin(), ids.end());
+  r.adapter = adapter;
   r.max_tokens = 0;
   r.reuse_prefix = false;
   r.prompt_logits = [&](int pos, std::span<const float> row) {

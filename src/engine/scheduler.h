@@ -26,7 +26,7 @@ struct SchedulerOptions {
 };
 
 // Why submit() refused a request; the server maps these to HTTP statuses.
-enum class Refusal { kNone, kContextExceeded, kQueueFull, kInvalid };
+enum class Refusal { kNone, kContextExceeded, kQueueFull, kInvalid, kUnknownAdapter };
 
 struct SubmitResult {
   int id = -1;
@@ -62,6 +62,9 @@ class Scheduler {
   int n_running() const;
   int n_waiting() const { return static_cast<int>(waiting_.size()); }
   const SchedulerCounters& counters() const { return counters_; }
+  // The names of the LoRA adapters the running and the waiting requests use (sorted, each once).
+  std::vector<std::string> running_adapters() const;
+  std::vector<std::string> waiting_adapters() const;
 
   // Admits what fits, makes room for this step's tokens (preempting if it must), runs one batched
   // forward, samples, finishes what is done.
@@ -79,6 +82,7 @@ class Scheduler {
   int selection_size(int n_batch) const;
   void sample(int n_batch, int k);
   void finish(Sequence& seq, FinishReason reason, const std::string& error = "");
+  std::vector<std::string> adapter_names(bool running) const;
 
   Engine& engine_;
   SchedulerOptions options_;
@@ -90,6 +94,8 @@ class Scheduler {
   // Batch assembly buffers, sized once to the micro-batch (no allocation per step).
   std::vector<int32_t> batch_tokens_, batch_pos_, batch_slot_;
   std::vector<uint8_t> batch_output_;
+  std::vector<int32_t> batch_adapter_;  // model slot per token, −1: none
+  std::vector<float> batch_scale_;
   std::vector<Sequence*> batch_owner_;  // sequence whose logits row this output is
   std::vector<float> logits_;
   std::vector<int32_t> top_ids_;  // [logit rows][kMaxTopK] when a step samples from selections
@@ -100,7 +106,9 @@ class Scheduler {
 util::Status run_until_idle(Scheduler& scheduler);
 
 // The logits after every position of `ids` ([ids.size()][n_vocab]): one request through a
-// Scheduler of its own, on an engine planned with logits_all_positions.
-util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids);
+// Scheduler of its own, on an engine planned with logits_all_positions, under the LoRA adapter
+// named `adapter` (empty: the base model).
+util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids,
+                                               const std::string& adapter = {});
 
 }  // namespace engine

@@ -251,6 +251,31 @@ struct MoeDown {
   float *scratch_in = nullptr, *scratch_out = nullptr;
 };
 
+// --- LoRA adapters (model/lora.h) ------------------------------------------------------------
+
+// One adapter's low-rank update of a matrix product, in f32: A [rank][n_cols], B [n_rows][rank]
+// with the adapter's alpha / rank already multiplied into B. scale[t] is, per token of the batch,
+// the scale of the request the token belongs to when it runs under this adapter, else 0: the
+// token is left alone.
+struct LoraTerm {
+  const float* a = nullptr;  // [rank][n_cols]
+  const float* b = nullptr;  // [n_rows][rank]
+  int rank = 0;
+  const float* scale = nullptr;  // [T]
+};
+
+// The LoRA terms of one product y = W · x, added to what it made, term after term:
+//   y[t] += scale_i[t] · B_i · (A_i · x[t])      for the tokens with scale_i[t] ≠ 0
+struct LoraDelta {
+  const LoraTerm* terms = nullptr;  // [n_terms], read on the host (like matmuls' outputs)
+  int n_terms = 0;
+  int64_t n_cols = 0, n_rows = 0;
+  const float* x = nullptr;  // [T][n_cols]
+  float* y = nullptr;        // [T][n_rows]
+  int n_tokens = 0;
+  float* scratch = nullptr;  // [T][largest rank]: working memory (scale · A · x); ref needs none
+};
+
 // A piece of the step upload that scatter() moves to where it belongs.
 struct ScatterPiece {
   void* dst = nullptr;

@@ -1,5 +1,5 @@
-// The host-memory defaults of kernels::Backend's memory functions, audio-encoder ops and fused ops
-// (ops.h).
+// The host-memory defaults of kernels::Backend's memory functions, audio-encoder ops, LoRA terms
+// and fused ops (ops.h).
 #include "kernels/ops.h"
 
 #include <algorithm>
@@ -72,6 +72,10 @@ void Backend::im2col_3x3_s2(const Im2Col3x3S2& a) {
 }
 void Backend::local_attention(const LocalAttention& a) {
   ref::local_attention(a);
+}
+
+void Backend::lora(const LoraDelta& a) {
+  ref::lora(a);
 }
 
 // --- Fused ops: the composed defaults (ops.h). Each is the sequence of ops the models ran before

@@ -133,6 +133,10 @@ class Backend {
   // synchronize().
   virtual void download_async(void* host_dst, const void* src, size_t bytes);
 
+  // The LoRA terms of a matrix product (op_args.h: LoraDelta), unmerged: the weights stay as they
+  // are and each token gets its own adapter's update. The default runs kernels::ref on host memory.
+  virtual void lora(const LoraDelta& a);
+
   // The audio encoder's ops (src/mm, Gemma 4's conformer). Their defaults run kernels::ref on host
   // memory, which is all a host backend needs (the work is small beside the matrix products); a
   // device backend does not run them, so the planner keeps the audio encoder on the CPU.

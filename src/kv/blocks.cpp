@@ -21,6 +21,7 @@ BlockManager::BlockManager(std::vector<int> n_blocks, int anchor, int block_cell
   if (anchor_ >= 0) {
     const size_t nodes = static_cast<size_t>(n_blocks[anchor_]);
     parent_.assign(nodes, kRoot);
+    context_.assign(nodes, 0);
     children_.assign(nodes, 0);
     node_tokens_.assign(nodes * block_cells_, 0);
     node_blocks_.assign(nodes * groups_.size(), -1);
@@ -37,17 +38,19 @@ size_t BlockManager::bookkeeping_bytes(std::span<const int> n_blocks, int anchor
     total += static_cast<size_t>(n) * (4 + 4 + 8 + 4 + kSetEntry);
   }
   if (anchor >= 0) {
-    // Per node: parent, children, tokens, a block per group, and a hash-map entry (key, value,
-    // next pointer, cached hash, allocator overhead) with its bucket.
+    // Per node: parent, context, children, tokens, a block per group, and a hash-map entry (key,
+    // value, next pointer, cached hash, allocator overhead) with its bucket.
     constexpr size_t kMapEntry = 8 + 4 + 8 + 8 + 16 + 8;
     total += static_cast<size_t>(n_blocks[anchor]) *
-             (4 + 4 + 4 * static_cast<size_t>(block_cells) + 4 * n_blocks.size() + kMapEntry);
+             (4 + 8 + 4 + 4 * static_cast<size_t>(block_cells) + 4 * n_blocks.size() + kMapEntry);
   }
   return total;
 }
 
-uint64_t BlockManager::key(int32_t parent, std::span<const int32_t> tokens) const {
-  // FNV-1a over the parent and the tokens: only a bucket key, entries are compared exactly.
+uint64_t BlockManager::key(int32_t parent, uint64_t context,
+                           std::span<const int32_t> tokens) const {
+  // FNV-1a over the parent, the context and the tokens: only a bucket key, entries are compared
+  // exactly.
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](uint32_t v) {
     for (int i = 0; i < 4; ++i) {
@@ -56,6 +59,8 @@ uint64_t BlockManager::key(int32_t parent, std::span<const int32_t> tokens) cons
     }
   };
   mix(static_cast<uint32_t>(parent));
+  mix(static_cast<uint32_t>(context));
+  mix(static_cast<uint32_t>(context >> 32));
   for (int32_t t : tokens) mix(static_cast<uint32_t>(t));
   return h;
 }
@@ -65,28 +70,33 @@ bool BlockManager::same_tokens(int32_t node, std::span<const int32_t> tokens) co
   return std::equal(tokens.begin(), tokens.end(), stored);
 }
 
-int32_t BlockManager::find(int32_t parent, std::span<const int32_t> tokens) const {
+int32_t BlockManager::find(int32_t parent, std::span<const int32_t> tokens,
+                           uint64_t context) const {
   if (anchor_ < 0 || static_cast<int>(tokens.size()) != block_cells_) return -1;
-  auto [first, last] = by_key_.equal_range(key(parent, tokens));
+  auto [first, last] = by_key_.equal_range(key(parent, context, tokens));
   for (auto it = first; it != last; ++it) {
-    if (parent_[it->second] == parent && same_tokens(it->second, tokens)) return it->second;
+    const int32_t node = it->second;
+    if (parent_[node] == parent && context_[node] == context && same_tokens(node, tokens))
+      return node;
   }
   return -1;
 }
 
-bool BlockManager::insert(int32_t parent, std::span<const int32_t> tokens, int32_t block) {
+bool BlockManager::insert(int32_t parent, std::span<const int32_t> tokens, int32_t block,
+                          uint64_t context) {
   assert(anchor_ >= 0 && groups_[anchor_].node[block] < 0 && groups_[anchor_].refs[block] > 0);
-  if (find(parent, tokens) >= 0) return false;
+  if (find(parent, tokens, context) >= 0) return false;
   Group& a = groups_[anchor_];
   a.node[block] = block;
   ++a.n_cached;
   parent_[block] = parent;
+  context_[block] = context;
   children_[block] = 0;
   std::copy(tokens.begin(), tokens.end(),
             node_tokens_.begin() + static_cast<ptrdiff_t>(block) * block_cells_);
   for (int g = 0; g < n_groups(); ++g) node_blocks_[index(block, g)] = -1;
   node_blocks_[index(block, anchor_)] = block;
-  by_key_.emplace(key(parent, tokens), block);
+  by_key_.emplace(key(parent, context, tokens), block);
   if (parent != kRoot && children_[parent]++ == 0) a.evictable.erase({a.last[parent], parent});
   return true;
 }
@@ -129,9 +139,10 @@ void BlockManager::drop(int g, int32_t block) {
 }
 
 void BlockManager::evict_node(int32_t node) {
-  auto [first, last] = by_key_.equal_range(
-      key(parent_[node], {node_tokens_.data() + static_cast<size_t>(node) * block_cells_,
-                          static_cast<size_t>(block_cells_)}));
+  auto [first, last] =
+      by_key_.equal_range(key(parent_[node], context_[node],
+                              {node_tokens_.data() + static_cast<size_t>(node) * block_cells_,
+                               static_cast<size_t>(block_cells_)}));
   for (auto it = first; it != last; ++it) {
     if (it->second == node) {
       by_key_.erase(it);

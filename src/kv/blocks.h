@@ -3,7 +3,9 @@
 // A block of a group is free, held by one or more sequences (reference-counted: a cached prefix
 // is shared), or cached and held by none — evictable, least recently released first. The prefix
 // index has one node per full block of tokens, keyed by its parent node and its tokens (compared
-// exactly, never by hash alone), holding the block of each group that stores that block's K/V.
+// exactly, never by hash alone) and by its context — what else the K/V depend on besides the
+// tokens (the LoRA adapter and scale they were computed under; 0: the base model) — holding the
+// block of each group that stores that block's K/V.
 // Nodes live in the anchor group (the full-attention layers, which need every earlier block): a
 // node *is* its anchor block's id and exists while that block is cached, so the index never
 // outgrows the pool. Anchor blocks are evicted leaves first: a node's descendants are held by
@@ -52,11 +54,13 @@ class BlockManager {
   // last use for LRU), an uncached one free.
   void drop(int g, int32_t block);
 
-  // The node for the block of `tokens` after `parent` (kRoot for a prefix's first block), or -1.
-  int32_t find(int32_t parent, std::span<const int32_t> tokens) const;
+  // The node for the block of `tokens` after `parent` (kRoot for a prefix's first block) computed
+  // in `context`, or -1.
+  int32_t find(int32_t parent, std::span<const int32_t> tokens, uint64_t context = 0) const;
   // Makes `block` (of the anchor group, held by the caller, uncached) the node for `tokens` after
-  // `parent` (a node the caller holds, or kRoot). False, changing nothing, when that node exists.
-  bool insert(int32_t parent, std::span<const int32_t> tokens, int32_t block);
+  // `parent` (a node the caller holds, or kRoot) in `context`. False, changing nothing, when that
+  // node exists.
+  bool insert(int32_t parent, std::span<const int32_t> tokens, int32_t block, uint64_t context = 0);
   // Node's block in group g, or -1 when that group's copy is not cached.
   int32_t block_of(int32_t node, int g) const { return node_blocks_[index(node, g)]; }
   // Caches `block` of group g (held by the caller) as node's; false when the node has one.
@@ -79,7 +83,7 @@ class BlockManager {
     int n_idle_cached = 0;  // of those, held by none (the anchor's inner nodes too)
   };
   size_t index(int32_t node, int g) const { return static_cast<size_t>(node) * groups_.size() + g; }
-  uint64_t key(int32_t parent, std::span<const int32_t> tokens) const;
+  uint64_t key(int32_t parent, uint64_t context, std::span<const int32_t> tokens) const;
   bool same_tokens(int32_t node, std::span<const int32_t> tokens) const;
   void evict_node(int32_t node);  // an anchor leaf: its node and its cached blocks go
   void make_evictable(int g, int32_t block);
@@ -90,6 +94,7 @@ class BlockManager {
   uint64_t clock_ = 0;
   // Nodes, indexed by their anchor block id.
   std::vector<int32_t> parent_, children_;
+  std::vector<uint64_t> context_;
   std::vector<int32_t> node_tokens_;  // [node][block_cells]
   std::vector<int32_t> node_blocks_;  // [node][group]
   std::unordered_multimap<uint64_t, int32_t> by_key_;

@@ -388,7 +388,8 @@ void Cache::release(int slot) {
   for (size_t g = 0; g < groups_.size(); ++g) refresh_views(static_cast<int>(g), slot, 0);
 }
 
-int Cache::longest_reusable(std::span<const int32_t> tokens, std::vector<int32_t>& nodes) const {
+int Cache::longest_reusable(std::span<const int32_t> tokens, uint64_t context,
+                            std::vector<int32_t>& nodes) const {
   const int bc = config_.block_cells;
   nodes.clear();
   if (blocks_.anchor() < 0) return 0;
@@ -396,7 +397,8 @@ int Cache::longest_reusable(std::span<const int32_t> tokens, std::vector<int32_t
   const int most = (static_cast<int>(tokens.size()) - 1) / bc;
   for (int i = 0; i < most; ++i) {
     const int32_t parent = i == 0 ? BlockManager::kRoot : nodes.back();
-    const int32_t node = blocks_.find(parent, tokens.subspan(static_cast<size_t>(i) * bc, bc));
+    const int32_t node =
+        blocks_.find(parent, tokens.subspan(static_cast<size_t>(i) * bc, bc), context);
     if (node < 0) break;
     nodes.push_back(node);
   }
@@ -417,10 +419,10 @@ int Cache::longest_reusable(std::span<const int32_t> tokens, std::vector<int32_t
   return k;
 }
 
-int Cache::reuse_prefix(int slot, std::span<const int32_t> tokens) {
+int Cache::reuse_prefix(int slot, std::span<const int32_t> tokens, uint64_t context) {
   Slot& s = slots_[slot];
   assert(s.reserved == 0 && s.nodes.empty());
-  const int k = longest_reusable(tokens, s.nodes);
+  const int k = longest_reusable(tokens, context, s.nodes);
   if (k == 0) return 0;
   const int bc = config_.block_cells;
   for (size_t g = 0; g < groups_.size(); ++g) {
@@ -458,7 +460,7 @@ void Cache::attach_block(int group, int slot, int entry, int32_t block, int logi
   for (int c = 0; c < bc; ++c) cells[c] = logical * bc + c;
 }
 
-void Cache::commit(int slot, std::span<const int32_t> tokens, int n_computed) {
+void Cache::commit(int slot, std::span<const int32_t> tokens, int n_computed, uint64_t context) {
   Slot& s = slots_[slot];
   const int anchor = blocks_.anchor();
   if (anchor < 0 || !s.indexing) return;
@@ -466,7 +468,7 @@ void Cache::commit(int slot, std::span<const int32_t> tokens, int n_computed) {
   for (int i = static_cast<int>(s.nodes.size()); (i + 1) * bc <= n_computed; ++i) {
     const int32_t parent = i == 0 ? BlockManager::kRoot : s.nodes.back();
     const int32_t block = s.blocks[anchor][i];
-    if (!blocks_.insert(parent, tokens.subspan(static_cast<size_t>(i) * bc, bc), block)) {
+    if (!blocks_.insert(parent, tokens.subspan(static_cast<size_t>(i) * bc, bc), block, context)) {
       s.indexing = false;  // cached already by another sequence: this copy stays private
       return;
     }

@@ -108,11 +108,13 @@ class Cache {
   // blocks whose K/V every layer can reuse — full layers need all its blocks, sliding layers those
   // of the window before its end — leaving at least the last token to evaluate. Returns the
   // positions reused (0 without a hit); reserve() must follow before evaluating the rest.
-  int reuse_prefix(int slot, std::span<const int32_t> tokens);
+  // `context` names what the K/V depend on besides the tokens (a LoRA adapter and its scale; 0:
+  // the base model): only a prefix cached in the same context is reused.
+  int reuse_prefix(int slot, std::span<const int32_t> tokens, uint64_t context = 0);
   // After a forward pass: the blocks of `slot` whose positions [0, n_computed) of `tokens` are all
-  // written become reusable (indexed by their prefix). A block whose prefix another sequence
-  // already cached stays private, and so do its successors.
-  void commit(int slot, std::span<const int32_t> tokens, int n_computed);
+  // written become reusable (indexed by their prefix, in `context`). A block whose prefix another
+  // sequence already cached stays private, and so do its successors.
+  void commit(int slot, std::span<const int32_t> tokens, int n_computed, uint64_t context = 0);
 
   // Records that `pos` of `slot` is written in the current micro-batch (all groups). A sliding
   // group's ring block that held an older block of positions is replaced first when another
@@ -176,7 +178,8 @@ class Cache {
   };
   int cell_of(int group, int32_t pos) const;
   int blocks_wanted(int group, int slot, int n_positions) const;
-  int longest_reusable(std::span<const int32_t> tokens, std::vector<int32_t>& nodes) const;
+  int longest_reusable(std::span<const int32_t> tokens, uint64_t context,
+                       std::vector<int32_t>& nodes) const;
   void attach_block(int group, int slot, int entry, int32_t block, int logical);
   void replace_ring_block(int group, int slot, int entry, int logical);
   void point_views(int group, int slot, int entry);

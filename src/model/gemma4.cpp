@@ -139,6 +139,11 @@ class Gemma4 final : public Model {
   size_t workspace_bytes() const override { return lanes_.workspace_bytes(); }
   size_t staging_bytes() const override { return lanes_.staging_bytes(); }
   size_t placed_weight_bytes() const override { return lanes_.placed_bytes(); }
+  util::Result<int> attach_lora(const LoraAdapter& a) override {
+    return lanes_.lora_bank().attach(a);
+  }
+  void detach_lora(int slot) override { lanes_.lora_bank().detach(slot); }
+  size_t lora_pool_bytes() const override { return lanes_.lora_pool_bytes(); }
   util::Status forward(const Batch& batch, kv::Cache& cache, const Outputs& out) override;
 
  private:
@@ -279,6 +284,12 @@ void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const
     if (l.has_v_proj) qkv[n_proj++] = {w.wv, s.v};
   }
   ops.matmuls(qkv, n_proj, lanes_.act(lane, s.xb, s.xb_q8, T, spec_.n_embd), T);
+  // LoRA terms before the norms and RoPE, as merged weights would act: V = raw K takes K's.
+  lanes_.lora(lane, l.il, LoraTarget::kQ, s.xb, s.q, T);
+  if (l.owns_kv()) {
+    lanes_.lora(lane, l.il, LoraTarget::kK, s.xb, s.k, T);
+    if (l.has_v_proj) lanes_.lora(lane, l.il, LoraTarget::kV, s.xb, s.v, T);
+  }
   ops.attn_prep({.n_tokens = T,
                  .n_head = l.n_head,
                  .n_head_kv = l.n_head_kv,
@@ -315,23 +326,26 @@ void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const
                  .partials = lanes_.decoding(lane, T) ? s.attn_partials : nullptr});
   ops.matmuls(std::array{kernels::MatmulOut{w.wo, s.xb2}}.data(), 1,
               lanes_.act(lane, s.att, s.att_q8, T, l.q_dim()), T);
+  lanes_.lora(lane, l.il, LoraTarget::kO, s.att, s.xb2, T);
 }
 
 // §2.3 step 7, dense MLP: hb = gelu(W_gate · f) ⊙ (W_up · f), xb2 = W_down · hb, f = xb (the
-// normed h_mid).
+// normed h_mid); each product with its LoRA terms.
 void Gemma4::ffn_dense(L& lane, const LayerSpec& l, const LayerWeights& w, int T) {
   kernels::Backend& ops = *lane.ops;
   Scratch& s = lane.s;
-  ops.matmul_glu({.gate = w.w_gate,
-                  .up = w.w_up,
-                  .act = kernels::GluActivation::kGelu,
-                  .x = lanes_.act(lane, s.xb, s.xb_q8, T, spec_.n_embd),
-                  .n_tokens = T,
-                  .out = s.hb,
-                  .out_q8 = lanes_.q8(lane, s.hb_q8, T, l.n_ff),
-                  .scratch = s.hb2});
+  const bool hb_q8 = lanes_.mlp_glu(lane, l.il,
+                                    {.gate = w.w_gate,
+                                     .up = w.w_up,
+                                     .act = kernels::GluActivation::kGelu,
+                                     .x = lanes_.act(lane, s.xb, s.xb_q8, T, spec_.n_embd),
+                                     .n_tokens = T,
+                                     .out = s.hb,
+                                     .out_q8 = lanes_.q8(lane, s.hb_q8, T, l.n_ff),
+                                     .scratch = s.hb2});
   ops.matmuls(std::array{kernels::MatmulOut{w.w_down, s.xb2}}.data(), 1,
-              lanes_.act(lane, s.hb, s.hb_q8, T, l.n_ff), T);
+              lanes_.act(lane, s.hb, hb_q8 ? s.hb_q8 : nullptr, T, l.n_ff), T);
+  lanes_.lora(lane, l.il, LoraTarget::kDown, s.hb, s.xb2, T);
 }
 
 // §2.3 step 7, MoE (26B-A4B): the experts' sum into moe_acc, from moe_in (the router's input) and

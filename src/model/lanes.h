@@ -14,6 +14,7 @@
 
 #include "kernels/ops.h"
 #include "kv/cache.h"
+#include "model/lora.h"
 #include "model/model.h"
 #include "model/scratch.h"
 #include "model/spec.h"
@@ -41,6 +42,7 @@ class Lanes {
                     const LoadOptions& options) {
     placement_ = options.placement;
     trace_ = options.trace;
+    lora_limits_ = options.lora;
     const bool split = placement_.split();
     if (split && (options.host == nullptr || !options.host->host_memory())) {
       return util::errorf(
@@ -72,6 +74,11 @@ class Lanes {
   }
 
   util::Status allocate_scratch(const Spec& spec, int max_batch) {
+    std::vector<kernels::Backend*> backends;
+    std::vector<int> lane_of;
+    for (int i = 0; i < n_lanes_; ++i) backends.push_back(lanes_[i].ops);
+    for (const auto& l : spec.layers) lane_of.push_back(index(of_layer(l.il)));
+    HR_TRY(lora_.init(spec, lora_limits_, max_batch, std::move(backends), std::move(lane_of)));
     for (int i = 0; i < n_lanes_; ++i) {
       L& lane = lanes_[i];
       const bool device = !lane.ops->host_memory();
@@ -108,6 +115,35 @@ class Lanes {
 
   void begin(const Batch& batch, kv::Cache& cache, const Outputs& out) {
     for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.begin(batch, cache, out.top_k);
+    lora_.begin(batch);
+  }
+
+  // LoRA (model/lora.h): y += the terms this pass's adapters add to layer il's `target` product
+  // (nothing when no token's adapter adapts it).
+  void lora(L& lane, int il, LoraTarget target, const float* x, float* y, int n_tokens) {
+    if (lora_.adapts(il, target)) lora_.apply(index(lane), il, target, x, y, n_tokens);
+  }
+  LoraBank& lora_bank() { return lora_; }
+  // The MLP's gated product on `lane` (gate and up of layer il), with their LoRA terms: an
+  // adapted gate or up is computed apart, its terms added, then act(gate) ⊙ up — without the
+  // 8-bit form of the result (the down product then reads f32). Returns whether a.out_q8 was
+  // written.
+  bool mlp_glu(L& lane, int il, const kernels::GluMatmul& a) {
+    kernels::Backend& ops = *lane.ops;
+    if (!lora_.adapts(il, LoraTarget::kGate) && !lora_.adapts(il, LoraTarget::kUp)) {
+      ops.matmul_glu(a);
+      return true;
+    }
+    const int64_t n = a.gate.n_rows;
+    const kernels::MatmulOut gate_up[2] = {{a.gate, a.out}, {a.up, a.scratch}};
+    ops.matmuls(gate_up, 2, a.x, a.n_tokens);
+    lora(lane, il, LoraTarget::kGate, a.x.f32, a.out, a.n_tokens);
+    lora(lane, il, LoraTarget::kUp, a.x.f32, a.scratch, a.n_tokens);
+    if (a.act == kernels::GluActivation::kGelu)
+      ops.gelu_mul(a.out, a.scratch, a.out, n, a.n_tokens, n);
+    else
+      ops.silu_mul(a.out, a.scratch, a.out, n, a.n_tokens, n);
+    return false;
   }
 
   // The head of every architecture, on the main lane: the rows that want output gathered from the
@@ -168,27 +204,31 @@ class Lanes {
   }
 
   size_t workspace_bytes() const {
-    size_t total = 0;
+    size_t total = lora_.workspace_bytes().ops_bytes;
     for (int i = 0; i < n_lanes_; ++i) total += lanes_[i].buffer.size();
     return total;
   }
   size_t placed_bytes() const { return lanes_[0].stage.placed_bytes(); }
   size_t staging_bytes() const {
-    size_t total = 0;
+    size_t total = lora_.workspace_bytes().staging_bytes;
     for (int i = 0; i < n_lanes_; ++i) total += lanes_[i].stage.staging_bytes();
     return total;
   }
+  size_t lora_pool_bytes() const { return lora_.pool_bytes(); }
 
  private:
   L& of_device(int device) {
     return n_lanes_ > 1 && device != placement_.main_device ? lanes_[1] : lanes_[0];
   }
+  int index(const L& lane) const { return static_cast<int>(&lane - lanes_.data()); }
 
   std::array<L, 2> lanes_;  // [0]: main, [1]: host (split runs)
   int n_lanes_ = 1;
   Placement placement_;
   TraceHook trace_;
   util::Status error_;
+  LoraLimits lora_limits_;
+  LoraBank lora_;
 };
 
 }  // namespace model

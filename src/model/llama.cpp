@@ -115,6 +115,11 @@ class Llama final : public Model {
   size_t workspace_bytes() const override { return lanes_.workspace_bytes(); }
   size_t staging_bytes() const override { return lanes_.staging_bytes(); }
   size_t placed_weight_bytes() const override { return lanes_.placed_bytes(); }
+  util::Result<int> attach_lora(const LoraAdapter& a) override {
+    return lanes_.lora_bank().attach(a);
+  }
+  void detach_lora(int slot) override { lanes_.lora_bank().detach(slot); }
+  size_t lora_pool_bytes() const override { return lanes_.lora_pool_bytes(); }
 
   util::Status forward(const Batch& batch, kv::Cache& cache, const Outputs& out) override {
     const int T = batch.size();
@@ -179,6 +184,9 @@ class Llama final : public Model {
     // as stored), from where attention reads them back.
     const kernels::MatmulOut qkv[3] = {{w.wq, s.q}, {w.wk, s.k}, {w.wv, s.v}};
     ops.matmuls(qkv, 3, lanes_.act(lane, s.xb, s.xb_q8, T, H), T);
+    lanes_.lora(lane, l.il, LoraTarget::kQ, s.xb, s.q, T);
+    lanes_.lora(lane, l.il, LoraTarget::kK, s.xb, s.k, T);
+    lanes_.lora(lane, l.il, LoraTarget::kV, s.xb, s.v, T);
     ops.attn_prep({.n_tokens = T,
                    .n_head = l.n_head,
                    .n_head_kv = l.n_head_kv,
@@ -208,6 +216,7 @@ class Llama final : public Model {
                    .partials = lanes_.decoding(lane, T) ? s.attn_partials : nullptr});
     const kernels::MatmulOut wo[1] = {{w.wo, s.xb2}};
     ops.matmuls(wo, 1, lanes_.act(lane, s.att, s.att_q8, T, l.q_dim()), T);
+    lanes_.lora(lane, l.il, LoraTarget::kO, s.att, s.xb2, T);
     lanes_.trace(lane, s.xb2, T, H, "attn_out", l.il);
     // x += xb2, xb = rmsnorm(x; ffn_norm)
     kernels::ResidualNorm attn_res{.n = H, .n_rows = T, .eps = spec_.rms_eps, .x = s.x};
@@ -217,16 +226,18 @@ class Llama final : public Model {
     ops.residual_norm(attn_res);
     lanes_.trace(lane, s.x, T, H, "ffn_inp", l.il);
     // Feed-forward block: x += W_down · (silu(W_gate · xb) ⊙ (W_up · xb)).
-    ops.matmul_glu({.gate = w.w_gate,
-                    .up = w.w_up,
-                    .act = kernels::GluActivation::kSilu,
-                    .x = lanes_.act(lane, s.xb, s.xb_q8, T, H),
-                    .n_tokens = T,
-                    .out = s.hb,
-                    .out_q8 = lanes_.q8(lane, s.hb_q8, T, l.n_ff),
-                    .scratch = s.hb2});
+    const bool hb_q8 = lanes_.mlp_glu(lane, l.il,
+                                      {.gate = w.w_gate,
+                                       .up = w.w_up,
+                                       .act = kernels::GluActivation::kSilu,
+                                       .x = lanes_.act(lane, s.xb, s.xb_q8, T, H),
+                                       .n_tokens = T,
+                                       .out = s.hb,
+                                       .out_q8 = lanes_.q8(lane, s.hb_q8, T, l.n_ff),
+                                       .scratch = s.hb2});
     const kernels::MatmulOut down[1] = {{w.w_down, s.xb2}};
-    ops.matmuls(down, 1, lanes_.act(lane, s.hb, s.hb_q8, T, l.n_ff), T);
+    ops.matmuls(down, 1, lanes_.act(lane, s.hb, hb_q8 ? s.hb_q8 : nullptr, T, l.n_ff), T);
+    lanes_.lora(lane, l.il, LoraTarget::kDown, s.hb, s.xb2, T);
     lanes_.trace(lane, s.xb2, T, H, "ffn_out", l.il);
     kernels::ResidualNorm ffn_res{.n = H, .n_rows = T, .eps = spec_.rms_eps, .x = s.x};
     ffn_res.branch[0] = s.xb2;

@@ -1,6 +1,7 @@
 // model::Model — a loaded architecture: bound weights plus its forward pass over a batch.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <span>
@@ -11,6 +12,7 @@
 #include "kernels/ops.h"
 #include "kv/cache.h"
 #include "kv/geometry.h"
+#include "model/lora.h"
 #include "model/placement.h"
 #include "model/spec.h"
 #include "model/weights.h"
@@ -26,7 +28,14 @@ struct Batch {
   std::span<const int32_t> pos;     // [T] position of each token in its sequence
   std::span<const int32_t> slot;    // [T] KV cache slot (sequence) of each token
   std::span<const uint8_t> output;  // [T] 1 where logits are wanted; empty = last token only
+  // LoRA (model/lora.h): per token, the adapter slot it runs under (Model::attach_lora; −1: the
+  // base model) and its scale. Both empty when no token of the batch uses an adapter.
+  std::span<const int32_t> adapter;      // [T]
+  std::span<const float> adapter_scale;  // [T]
   int size() const { return static_cast<int>(tokens.size()); }
+  bool has_adapters() const {
+    return std::any_of(adapter.begin(), adapter.end(), [](int32_t a) { return a >= 0; });
+  }
 };
 
 // What a forward pass hands back for the rows that want output (Batch::output), in batch order.
@@ -79,6 +88,13 @@ class Model {
   virtual size_t placed_weight_bytes() const { return 0; }
   // Bytes of page-locked host memory a device lane stages through (model/stage.h).
   virtual size_t staging_bytes() const { return 0; }
+
+  // LoRA adapters (model/lora.h), held in the slots LoadOptions::lora provides: attach_lora makes
+  // `adapter` usable by Batch::adapter under the slot it returns; detach_lora frees the slot.
+  virtual util::Result<int> attach_lora(const LoraAdapter& adapter) = 0;
+  virtual void detach_lora(int slot) = 0;
+  // Bytes of the adapter slots (every lane's), allocated when the model loads.
+  virtual size_t lora_pool_bytes() const = 0;
 };
 
 struct LoadOptions {
@@ -92,6 +108,7 @@ struct LoadOptions {
   kernels::Backend* host = nullptr;
   Placement placement;
   TraceHook trace;  // null: no tracing, and a traced step costs one test of this
+  LoraLimits lora;  // adapter slots (none by default)
 };
 
 // Shared by the architectures' forward passes.

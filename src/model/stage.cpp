@@ -98,12 +98,13 @@ void Stage::begin(const Batch& batch, kv::Cache& cache, int top_k) {
   step_host_ = device_ ? host_block_.get<uint8_t>() : regions_.step_block;
   const size_t used = fill(batch, cache);
   // A recording holds the whole pass: the same ops with the same arguments, so the same T, every
-  // row wanting output (which rows do decides the head's copies), and the same k.
+  // row wanting output (which rows do decides the head's copies), and the same k. A pass with
+  // adapter tokens runs op by op: which adapters it adds is the batch's (model/lora.h).
   const bool all_rows = batch.output.empty() ? T == 1
                                              : std::all_of(batch.output.begin(), batch.output.end(),
                                                            [](uint8_t o) { return o != 0; });
   mode_ = Mode::kRun;
-  if (record_ && top_k > 0 && T <= kernels::kActQ8MaxTokens && all_rows) {
+  if (record_ && top_k > 0 && T <= kernels::kActQ8MaxTokens && all_rows && !batch.has_adapters()) {
     recording_key_ = {T, top_k};
     const auto it = recordings_.find(recording_key_);
     mode_ = it == recordings_.end() ? Mode::kRecord : Mode::kReplay;

@@ -7,7 +7,8 @@
 // On a host backend the step block is plain memory the ops read in place, and nothing is copied.
 //
 // With HEADROOM_RECORD_PASSES=1 (not yet run on a GPU, so off by default; docs/cuda.md) a decode
-// pass — at most kActQ8MaxTokens tokens, every one wanting top-k output — is recorded the first
+// pass — at most kActQ8MaxTokens tokens, every one wanting top-k output, none under a LoRA
+// adapter — is recorded the first
 // time for its (tokens, k) and replayed after that, upload and outputs included: one graph launch
 // per token. Everything a step changes lives in the step block's contents, never in the ops'
 // arguments, so a replay needs no update.

@@ -213,6 +213,34 @@ void add_activations(Plan& p, const PlanInput& in) {
                                model::Outputs::kMaxTopK * (sizeof(int32_t) + sizeof(float)))});
 }
 
+// LoRA adapters: each device holds max_loras slots for the layers it computes (model/lora.h),
+// and the working memory of the terms beside its activations (the per-token scales' page-locked
+// host side with a GPU's staging).
+void add_lora(Plan& p, const model::Spec& spec) {
+  const model::LoraLimits& l = p.request.lora;
+  if (!l.enabled()) return;
+  for (int d = 0; d < static_cast<int>(p.devices.size()); ++d) {
+    const uint64_t slot = model::lora_slot_bytes(
+        spec, l.max_rank, [&](int il) { return p.placement.layer(il) == d; });
+    if (slot == 0) continue;
+    p.items.push_back({.name = "lora adapters",
+                       .kind = ItemKind::kWeights,
+                       .device = d,
+                       .bytes = slot * l.max_loras});
+    const model::LoraWorkspace w = model::lora_workspace_bytes(l, p.request.n_ubatch, d != 0);
+    p.items.push_back({.name = "lora activations",
+                       .kind = ItemKind::kActivations,
+                       .device = d,
+                       .bytes = w.ops_bytes});
+    if (w.staging_bytes > 0) {
+      p.items.push_back({.name = "lora staging (page-locked)",
+                         .kind = ItemKind::kActivations,
+                         .device = 0,
+                         .bytes = w.staging_bytes});
+    }
+  }
+}
+
 // K/V storage bytes per block of each group on device d, and of every group's block on all.
 std::vector<uint64_t> block_bytes_on(const Plan& p, const std::vector<kv::LayerGeometry>& layers,
                                      int d) {
@@ -405,6 +433,12 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& request) {
     return util::errorf("plan: context {}, slots {} and micro-batch {} must be positive",
                         request.n_ctx, request.n_slots, request.n_ubatch);
   }
+  if (request.lora.max_loras < 0 || request.lora.max_rank < 0 ||
+      (request.lora.max_loras > 0) != (request.lora.max_rank > 0)) {
+    return util::errorf(
+        "plan: --max-loras {} and --max-lora-rank {}: both positive (adapter slots) or both 0",
+        request.lora.max_loras, request.lora.max_rank);
+  }
   Plan p;
   p.request = resolved(request, spec);
   const Request& r = p.request;
@@ -417,6 +451,7 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& request) {
 
   add_weights(p, inventory(in.file, spec));
   add_activations(p, in);
+  add_lora(p, spec);
   p.items.push_back({.name = "tokenizer",
                      .kind = ItemKind::kHost,
                      .device = 0,

@@ -8,6 +8,7 @@
 #include "gguf/file.h"
 #include "kv/cache.h"
 #include "mm/projector.h"
+#include "model/lora.h"
 #include "model/placement.h"
 #include "model/spec.h"
 #include "plan/devices.h"
@@ -37,6 +38,9 @@ struct Request {
   // clip a run takes; 0 takes none.
   int image_tokens = 0;
   double audio_seconds = 0;
+  // LoRA adapters (model/lora.h): slots for this many at once, of rank up to this, on the devices
+  // of the layers they adapt; none by default.
+  model::LoraLimits lora;
 };
 
 // The context a request gets without --ctx: the model's training context, at most 4096.

@@ -73,8 +73,13 @@ std::string format_kv_pool(const Plan& p) {
 std::string format_plan(const Plan& p, const model::Spec& spec, const std::string& source) {
   const Request& r = p.request;
   std::string out = fmt::format("plan for {} ({}, {} layers)\n", source, model::arch_name(spec.arch), spec.n_layer);
-  out += fmt::format("request: context {}, KV {}/{}, {} slot{}, micro-batch {}\n", r.n_ctx, lower_type(r.k_type),
-                     lower_type(r.v_type), r.n_slots, r.n_slots == 1 ? "" : "s", r.n_ubatch);
+  out += fmt::format("request: context {}, KV {}/{}, {} slot{}, micro-batch {}", r.n_ctx,
+                     lower_type(r.k_type), lower_type(r.v_type), r.n_slots,
+                     r.n_slots == 1 ? "" : "s", r.n_ubatch);
+  if (r.lora.enabled())
+    out += fmt::format(", {} LoRA adapter slot{} of rank ≤ {}", r.lora.max_loras,
+                       r.lora.max_loras == 1 ? "" : "s", r.lora.max_rank);
+  out += "\n";
   if (!p.applied.empty()) out += fmt::format("--fit applied: {}\n", p.applied);
   for (const auto& note : p.notes) out += fmt::format("note: {}\n", note);
   out += fmt::format("\n{:<44} {:>12} {:>12} {:>7}  {}\n", "device", "budget", "planned", "share", "bandwidth");
@@ -139,7 +144,9 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
                   {"kv_budget", p.request.kv_budget},
                   {"prefix_cache", p.request.prefix_cache},
                   {"image_tokens", p.request.image_tokens},
-                  {"audio_seconds", p.request.audio_seconds}};
+                  {"audio_seconds", p.request.audio_seconds},
+                  {"max_loras", p.request.lora.max_loras},
+                  {"max_lora_rank", p.request.lora.max_rank}};
   j["fits"] = p.fits;
   if (!p.applied.empty()) j["fit_applied"] = p.applied;
   j["devices"] = nlohmann::ordered_json::array();

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -116,6 +117,8 @@ CompletionRequest parse(const Json& body, bool chat, int32_t n_vocab) {
   CompletionRequest r;
   r.chat = chat;
   r.model = string(body, "model", "model").value_or("");
+  if (const auto scale = number(body, "lora_scale", -100, 100))
+    r.lora_scale = static_cast<float>(*scale);
   if (chat) {
     r.conversation = parse_chat_request(body);
   } else {
@@ -253,14 +256,30 @@ std::variant<CompletionRequest, ApiError> parse_request(const Json& body, bool c
   }
 }
 
-std::optional<ApiError> check_model(const CompletionRequest& request, const std::string& served) {
-  if (request.model.empty() || request.model == served) return std::nullopt;
-  return ApiError{.status = 404,
-                  .message = fmt::format(
-                      "the model '{}' does not exist: this server serves '{}' (see /v1/models)",
-                      request.model, served),
-                  .param = "model",
-                  .code = "model_not_found"};
+std::variant<std::string, ApiError> resolve_model(const CompletionRequest& request,
+                                                  const std::string& served,
+                                                  const std::vector<std::string>& adapters,
+                                                  bool any_model) {
+  std::string adapter;
+  if (std::find(adapters.begin(), adapters.end(), request.model) != adapters.end()) {
+    adapter = request.model;
+  } else if (!request.model.empty() && request.model != served && !any_model) {
+    std::string listed = fmt::format("'{}'", served);
+    for (const std::string& a : adapters) listed += fmt::format(", '{}'", a);
+    return ApiError{.status = 404,
+                    .message = fmt::format(
+                        "the model '{}' does not exist: this server serves {} (see /v1/models)",
+                        request.model, listed),
+                    .param = "model",
+                    .code = "model_not_found"};
+  }
+  if (adapter.empty() && request.lora_scale) {
+    return invalid_field("lora_scale",
+                         fmt::format("scales a LoRA adapter, but '{}' is the base model — name an "
+                                     "adapter in 'model' (see /v1/models)",
+                                     served));
+  }
+  return adapter;
 }
 
 json finish_reason_json(engine::FinishReason reason, bool called_tools) {

@@ -48,6 +48,7 @@ struct CompletionRequest {
   std::vector<int32_t> prompt_tokens;  // ... or token ids (then prompt_text is empty)
   bool prompt_is_tokens = false;
   std::string model;    // as sent; empty when absent
+  std::optional<float> lora_scale;  // headroom's: the adapter's scale for this request
   int n = 1;            // choices, each sampled with its own seed
   int max_tokens = -1;  // -1: until an end token or the context is full
   sample::SamplingParams sampling;
@@ -67,8 +68,13 @@ struct CompletionRequest {
 std::variant<CompletionRequest, ApiError> parse_request(const nlohmann::ordered_json& body,
                                                         bool chat, int32_t n_vocab);
 
-// 404 model_not_found when the request names a model other than the one served.
-std::optional<ApiError> check_model(const CompletionRequest& request, const std::string& served);
+// The LoRA adapter a request runs under: "" for the model served (or when it names none), the
+// adapter of that name among `adapters`; else 404 model_not_found naming what is served — or,
+// with `any_model`, the base model. lora_scale without an adapter is a 400.
+std::variant<std::string, ApiError> resolve_model(const CompletionRequest& request,
+                                                  const std::string& served,
+                                                  const std::vector<std::string>& adapters,
+                                                  bool any_model);
 
 // The pieces of a response that do not depend on the text.
 struct ResponseHeader {

@@ -13,14 +13,18 @@ const engine::SubmitResult kShuttingDown{-1, engine::Refusal::kQueueFull,
 
 // The one place that reads load from the scheduler and the KV cache (both are changing: keep
 // this glue here).
-LoadSnapshot load_of(const engine::Scheduler& scheduler, const kv::Cache& cache) {
+LoadSnapshot load_of(const engine::Scheduler& scheduler, const engine::Engine& engine) {
+  const kv::Cache& cache = engine.cache();
   LoadSnapshot load{.running = scheduler.n_running(),
                     .waiting = scheduler.n_waiting(),
                     .kv_bytes_used = cache.bytes_in_use(),
                     .kv_bytes_total = cache.bytes_allocated(),
                     .kv_block_tokens = cache.config().block_cells,
                     .kv_groups = cache.usage(),
-                    .counters = scheduler.counters()};
+                    .counters = scheduler.counters(),
+                    .max_lora = engine.adapters().limits().max_loras,
+                    .running_adapters = scheduler.running_adapters(),
+                    .waiting_adapters = scheduler.waiting_adapters()};
   // The pool a prefix index would use: the full-attention group's blocks (sliding rings hold a
   // window, not a prefix); with sliding layers only, the first group's.
   for (const kv::GroupGeometry& g : cache.groups()) {
@@ -76,6 +80,14 @@ void EngineLoop::cancel(int id) {
   wake_.notify_one();
 }
 
+void EngineLoop::run_task(std::function<void()> task) {
+  {
+    std::lock_guard lock(mutex_);
+    tasks_.push_back(std::move(task));
+  }
+  wake_.notify_one();
+}
+
 void EngineLoop::cancel_all() {
   {
     std::lock_guard lock(mutex_);
@@ -85,7 +97,7 @@ void EngineLoop::cancel_all() {
 }
 
 void EngineLoop::publish_gauges() {
-  metrics_.publish_load(load_of(scheduler_, engine_.cache()));
+  metrics_.publish_load(load_of(scheduler_, engine_));
 }
 
 void EngineLoop::take(std::vector<Submission>& submissions) {
@@ -110,18 +122,21 @@ void EngineLoop::run() {
   for (;;) {
     std::vector<Submission> submissions;
     std::vector<int> cancels;
+    std::vector<std::function<void()>> tasks;
     bool cancel_all = false;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] {
-        return stopping_ || !submissions_.empty() || !cancels_.empty() || cancel_all_ ||
-               !scheduler_.idle();
+        return stopping_ || !submissions_.empty() || !cancels_.empty() || !tasks_.empty() ||
+               cancel_all_ || !scheduler_.idle();
       });
       if (stopping_) break;
       submissions.swap(submissions_);
       cancels.swap(cancels_);
+      tasks.swap(tasks_);
       cancel_all = std::exchange(cancel_all_, false);
     }
+    for (auto& task : tasks) task();
     take(submissions);
     if (cancel_all) cancels.insert(cancels.end(), live_.begin(), live_.end());
     for (int id : cancels) scheduler_.cancel(id);
@@ -134,13 +149,17 @@ void EngineLoop::run() {
     }
     publish_gauges();
   }
-  // Refuse what arrived during shutdown; the Scheduler's destructor cancels the rest.
+  // Refuse what arrived during shutdown; the Scheduler's destructor cancels the rest. Tasks still
+  // run: each answers a request of its own.
   std::vector<Submission> late;
+  std::vector<std::function<void()>> tasks;
   {
     std::lock_guard lock(mutex_);
     late.swap(submissions_);
+    tasks.swap(tasks_);
   }
   for (Submission& s : late) s.submitted(kShuttingDown);
+  for (auto& task : tasks) task();
 }
 
 }  // namespace server

@@ -1,6 +1,7 @@
-// server::EngineLoop — the one thread that owns the engine::Scheduler. Handlers hand it requests
-// and cancels between steps, so no lock is held across a forward pass; it publishes the load
-// gauges (/metrics, the inference gateway's) from the scheduler and the KV cache.
+// server::EngineLoop — the one thread that owns the engine::Scheduler. Handlers hand it requests,
+// cancels and tasks (adapter loads) between steps, so no lock is held across a forward pass; it
+// publishes the load gauges (/metrics, the inference gateway's) from the scheduler and the KV
+// cache.
 #pragma once
 
 #include <condition_variable>
@@ -30,6 +31,9 @@ class EngineLoop {
   void cancel(int id);
   // Every request taken and not yet finished (a drain's deadline).
   void cancel_all();
+  // Runs `task` on the engine thread between two steps (what changes what a pass reads: loading
+  // and unloading LoRA adapters); returns at once.
+  void run_task(std::function<void()> task);
 
  private:
   struct Submission {
@@ -48,6 +52,7 @@ class EngineLoop {
   std::condition_variable wake_;
   std::vector<Submission> submissions_;
   std::vector<int> cancels_;
+  std::vector<std::function<void()>> tasks_;
   bool cancel_all_ = false;
   bool stopping_ = false;
   std::thread thread_;

@@ -72,12 +72,9 @@ ServerMetrics::ServerMetrics(telemetry::Registry& r, const std::string& kv_devic
           "KV cache usage, 1 = the whole pool (vLLM's older name for vllm:kv_cache_usage_perc).",
           model_label(model_name))),
       model_name_(model_name) {
-  // No adapters are loaded: the endpoint picker's LoRA affinity then sees none, rather than a
-  // missing series (the value is the time of the last update, as the protocol asks).
-  r.gauge("vllm:lora_requests_info",
-          "LoRA adapters: the maximum loaded at once, those running and those waiting.",
-          {{"max_lora", "0"}, {"running_lora_adapters", ""}, {"waiting_lora_adapters", ""}})
-      .set(static_cast<double>(std::time(nullptr)));
+  // Present from the start, with no adapters yet: the endpoint picker's LoRA affinity then sees
+  // none rather than a missing series.
+  publish_lora({});
 }
 
 telemetry::Counter& ServerMetrics::finished(engine::FinishReason reason) {
@@ -117,6 +114,7 @@ void ServerMetrics::publish_load(const LoadSnapshot& load) {
   vllm_kv_usage.set(usage);
   vllm_gpu_cache_usage.set(usage);
   publish_pool(load.kv_groups);
+  publish_lora(load);
   preemptions.inc(static_cast<double>(load.counters.preemptions) - preemptions.value());
   if (load.counters.prompt_tokens > 0) {
     prefix_hit_rate.set(static_cast<double>(load.counters.cached_tokens) /
@@ -136,6 +134,26 @@ void ServerMetrics::publish_load(const LoadSnapshot& load) {
               {"num_gpu_blocks", std::to_string(load.kv_blocks)},
               {"model_name", model_name_}})
       .set(1);
+}
+
+void ServerMetrics::publish_lora(const LoadSnapshot& load) {
+  auto join = [](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ",") + n;
+    return out;
+  };
+  const telemetry::Labels labels = {{"max_lora", std::to_string(load.max_lora)},
+                                    {"running_lora_adapters", join(load.running_adapters)},
+                                    {"waiting_lora_adapters", join(load.waiting_adapters)}};
+  if (labels == lora_labels_) return;
+  static constexpr const char* kName = "vllm:lora_requests_info";
+  if (!lora_labels_.empty()) registry.remove(kName, lora_labels_);
+  registry
+      .gauge(kName,
+             "LoRA adapters: the most held at once, those of running and of waiting requests.",
+             labels)
+      .set(static_cast<double>(std::time(nullptr)));
+  lora_labels_ = labels;
 }
 
 void ServerMetrics::publish_pool(const std::vector<kv::PoolUsage>& groups) {

@@ -26,6 +26,8 @@ struct LoadSnapshot {
   int kv_blocks = 0;                     // blocks in the pool (the full-attention group's)
   std::vector<kv::PoolUsage> kv_groups;  // each cache group's pool: blocks held, cached
   engine::SchedulerCounters counters;    // preemptions, prompt tokens and those the cache served
+  int max_lora = 0;                      // LoRA adapters the engine holds at once
+  std::vector<std::string> running_adapters, waiting_adapters;  // names, sorted
 };
 
 struct ServerMetrics {
@@ -52,11 +54,15 @@ struct ServerMetrics {
  private:
   // headroom_kv_pool_blocks{group, state} of each cache group.
   void publish_pool(const std::vector<kv::PoolUsage>& groups);
+  // vllm:lora_requests_info: one series, its labels the adapters now, its value when they last
+  // changed (the endpoint picker reads the newest).
+  void publish_lora(const LoadSnapshot& load);
 
   // [full, sliding] × [total, used, cached]
   std::array<std::array<telemetry::Gauge*, 3>, 2> pool_gauges_{};
   const std::string model_name_;
   int published_blocks_ = -1;  // the cache-config series are written once the pool is known
+  telemetry::Labels lora_labels_;  // of the vllm:lora_requests_info series now exposed
 };
 
 }  // namespace server

@@ -126,6 +126,11 @@ ApiError refusal_error(const engine::SubmitResult& submitted, bool chat) {
                       .message = "the server is busy: " + submitted.message,
                       .type = "server_error",
                       .code = "queue_full"};
+    case engine::Refusal::kUnknownAdapter:  // unloaded since the request was read
+      return ApiError{.status = 404,
+                      .message = submitted.message + " (see /v1/models)",
+                      .param = "model",
+                      .code = "model_not_found"};
     case engine::Refusal::kInvalid:
     case engine::Refusal::kNone:
       break;

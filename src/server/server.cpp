@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -33,11 +34,15 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kRoutes =
-    "/v1/models, /v1/chat/completions, /v1/completions, /tokenize, /detokenize, /apply-template, "
-    "/health, /metrics";
+    "/v1/models, /v1/chat/completions, /v1/completions, /v1/load_lora_adapter, "
+    "/v1/unload_lora_adapter, /tokenize, /detokenize, /apply-template, /health, /metrics";
 
 bool utility_route(std::string_view path) {
   return path == "/tokenize" || path == "/detokenize" || path == "/apply-template";
+}
+
+bool lora_route(std::string_view path) {
+  return path == "/v1/load_lora_adapter" || path == "/v1/unload_lora_adapter";
 }
 
 HttpResponse json_response(int status, const json& body) {
@@ -79,6 +84,9 @@ struct Server::Impl {
                          bool chat);
   // llama-server's /tokenize, /detokenize and /apply-template (token_routes.h).
   void handle_utility(const HttpRequest& request, const std::shared_ptr<Reply>& reply);
+  // vLLM's /v1/load_lora_adapter and /v1/unload_lora_adapter, run on the engine thread.
+  void handle_lora(const HttpRequest& request, const std::shared_ptr<Reply>& reply);
+  std::vector<std::string> adapter_names() const;
 
   // Requests between arrival and their response's end: a drain waits for them.
   struct InFlight {
@@ -152,10 +160,10 @@ std::optional<HttpResponse> Server::Impl::screen(const HttpRequestHead& head) {
                                     {"Access-Control-Max-Age", CorsPolicy::kMaxAgeSeconds}}};
   }
   const bool post = head.method == "POST";
-  const bool known =
-      ((path == "/v1/chat/completions" || path == "/v1/completions" || utility_route(path)) &&
-       post) ||
-      (path == "/v1/models" && (head.method == "GET" || head.method == "HEAD"));
+  const bool known = ((path == "/v1/chat/completions" || path == "/v1/completions" ||
+                       utility_route(path) || lora_route(path)) &&
+                      post) ||
+                     (path == "/v1/models" && (head.method == "GET" || head.method == "HEAD"));
   if (!known) {
     return error_response(
         ApiError{.status = 404,
@@ -210,12 +218,92 @@ void Server::Impl::handle(const HttpRequest& request, const std::shared_ptr<Repl
   if (path == "/v1/chat/completions") return handle_completion(request, reply, true);
   if (path == "/v1/completions") return handle_completion(request, reply, false);
   if (utility_route(path)) return handle_utility(request, reply);
-  // screen() lets nothing else through but /v1/models.
-  const json model = {{"id", options.model_id},
-                      {"object", "model"},
-                      {"created", created},
-                      {"owned_by", "headroom"}};
-  reply->send(json_response(200, json{{"object", "list"}, {"data", json::array({model})}}));
+  if (lora_route(path)) return handle_lora(request, reply);
+  // screen() lets nothing else through but /v1/models: the base model, then each adapter with
+  // the base as its parent, as vLLM lists them.
+  json data = json::array({json{{"id", options.model_id},
+                                {"object", "model"},
+                                {"created", created},
+                                {"owned_by", "headroom"},
+                                {"root", options.model_id},
+                                {"parent", nullptr}}});
+  for (const engine::AdapterInfo& a : engine.adapters().list()) {
+    data.push_back({{"id", a.name},
+                    {"object", "model"},
+                    {"created", created},
+                    {"owned_by", "headroom"},
+                    {"root", a.path},
+                    {"parent", options.model_id}});
+  }
+  reply->send(json_response(200, json{{"object", "list"}, {"data", data}}));
+}
+
+std::vector<std::string> Server::Impl::adapter_names() const {
+  std::vector<std::string> names;
+  for (const engine::AdapterInfo& a : engine.adapters().list()) names.push_back(a.name);
+  return names;
+}
+
+void Server::Impl::handle_lora(const HttpRequest& request, const std::shared_ptr<Reply>& reply) {
+  auto body = parse_json_body(request.body);
+  if (auto* e = std::get_if<ApiError>(&body))
+    return reply->send(error_response(*e, "invalid_request"));
+  const auto& b = std::get<nlohmann::ordered_json>(body);
+  const bool load = request.head.path() == "/v1/load_lora_adapter";
+  auto text_field = [&](const char* name) -> std::optional<std::string> {
+    const auto it = b.find(name);
+    if (it == b.end() || !it->is_string() || it->get<std::string>().empty()) return std::nullopt;
+    return it->get<std::string>();
+  };
+  const auto name = text_field("lora_name");
+  const auto path = text_field("lora_path");
+  if (!b.is_object() || !name || (load && !path)) {
+    return reply->send(
+        error_response(invalid_field(name ? "lora_path" : "lora_name",
+                                     load ? "give {\"lora_name\": NAME, \"lora_path\": FILE.gguf}"
+                                          : "give {\"lora_name\": NAME}"),
+                       "invalid_request"));
+  }
+  float scale = 1.0f;
+  if (const auto it = b.find("lora_scale"); load && it != b.end()) {
+    if (!it->is_number() || !std::isfinite(it->get<double>()))
+      return reply->send(
+          error_response(invalid_field("lora_scale", "must be a number"), "invalid_request"));
+    scale = it->get<float>();
+  }
+  if (*name == options.model_id) {
+    return reply->send(error_response(
+        invalid_field("lora_name", fmt::format("'{}' is the base model's name", *name)),
+        "invalid_request"));
+  }
+  // Loading and unloading change what a pass reads: the engine thread does it between steps.
+  loop->run_task([this, reply, load, name = *name, path = path.value_or(""), scale] {
+    util::Status done;
+    if (load) {
+      if (auto loaded = engine.adapters().load(name, path, scale); !loaded)
+        done = std::move(loaded).error();
+    } else {
+      done = engine.adapters().unload(name);
+    }
+    if (!done) {
+      const bool unknown = !load;
+      util::log_info("{} LoRA adapter '{}': {}", load ? "loading" : "unloading", name,
+                     done.error().message());
+      return reply->send(
+          error_response(ApiError{.status = unknown ? 404 : 400,
+                                  .message = done.error().message(),
+                                  .type = unknown ? "NotFoundError" : "invalid_request_error",
+                                  .param = load ? "lora_path" : "lora_name",
+                                  .code = unknown ? "lora_not_found" : "lora_load_failed"},
+                         unknown ? "lora_not_found" : "lora_load_failed"));
+    }
+    util::log_info("{} LoRA adapter '{}'{}", load ? "loaded" : "unloaded", name,
+                   load ? " from " + path : "");
+    reply->send(HttpResponse{.status = 200,
+                             .content_type = "text/plain; charset=utf-8",
+                             .body = fmt::format("Success: LoRA adapter '{}' {} successfully.",
+                                                 name, load ? "added" : "removed")});
+  });
 }
 
 void Server::Impl::handle_completion(const HttpRequest& http_request,
@@ -229,18 +317,24 @@ void Server::Impl::handle_completion(const HttpRequest& http_request,
   if (auto* e = std::get_if<ApiError>(&parsed))
     return reply->send(error_response(*e, "invalid_request"));
   const CompletionRequest& r = std::get<CompletionRequest>(parsed);
-  if (auto e = check_model(r, options.model_id); e && !options.any_model)
-    return reply->send(error_response(*e, "model_not_found"));
+  auto resolved = resolve_model(r, options.model_id, adapter_names(), options.any_model);
+  if (auto* e = std::get_if<ApiError>(&resolved))
+    return reply->send(error_response(*e, error_metric_type(*e)));
+  const std::string adapter = std::get<std::string>(resolved);
 
   auto built = build_engine_requests(r, {tokenizer, options.chat_template, metrics});
   if (auto* e = std::get_if<ApiError>(&built))
     return reply->send(error_response(*e, error_metric_type(*e)));
   BuiltRequest& b = std::get<BuiltRequest>(built);
+  for (engine::Request& choice : b.choices) {
+    choice.adapter = adapter;
+    choice.adapter_scale = r.lora_scale;
+  }
   for (const auto& channel : b.channels) channel->set_listener([reply] { reply->wake(); });
   ResponseWriter writer(
       ResponseHeader{.id = fmt::format("{}-{}", chat ? "chatcmpl" : "cmpl", next_id++),
                      .created = static_cast<int64_t>(std::time(nullptr)),
-                     .model = options.model_id,
+                     .model = adapter.empty() ? options.model_id : adapter,
                      .chat = chat},
       r.stream, r.include_usage, r.n, b.reply, r.logprobs);
   // The choices are answered together or not at all: once the scheduler has taken or refused

@@ -60,6 +60,13 @@ Registry::Series& Registry::series(const std::string& name, const std::string& h
   return *family.series.back();
 }
 
+void Registry::remove(const std::string& name, const Labels& labels) {
+  std::lock_guard lock(mutex_);
+  const auto it = families_.find(name);
+  if (it == families_.end()) return;
+  std::erase_if(it->second.series, [&](const auto& s) { return s->labels == labels; });
+}
+
 Counter& Registry::counter(const std::string& name, const std::string& help, const Labels& labels) {
   Series& s = series(name, help, Type::kCounter, labels);
   std::lock_guard lock(mutex_);

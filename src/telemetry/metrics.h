@@ -67,6 +67,10 @@ class Registry {
   Histogram& histogram(const std::string& name, const std::string& help,
                        const std::vector<double>& upper_bounds, const Labels& labels = {});
 
+  // Drops the series of family `name` with these labels, if there is one: a series whose labels
+  // describe a state that has passed (an info metric's). References to it become invalid.
+  void remove(const std::string& name, const Labels& labels);
+
   // Every family in name order, series in creation order, in the Prometheus text format.
   std::string expose() const;
 

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "kernels/act_q8.h"
 #include "kernels/cpu/dot.h"
@@ -974,6 +975,108 @@ class MatmulsCase final : public OpCase {
   std::vector<std::unique_ptr<ProductBounds>> bounds_;
 };
 
+// --- lora: y += s·B·(A·x) per adapter, within the rounding bound of the sums ------------------
+
+struct LoraSpec {
+  int64_t cols = 64, rows = 48;
+  std::vector<int> ranks = {8};  // one adapter per rank
+  int n_tokens = 1;
+};
+
+// Each adapter's tokens: token t uses adapter t % (adapters + 1), the last choice being none (its
+// scale 0 in every term), so rows of y must also come back untouched.
+class LoraCase final : public OpCase {
+ public:
+  explicit LoraCase(LoraSpec s)
+      : OpCase("lora", fmt::format("{}x{} ranks {} T={}", s.rows, s.cols, fmt::join(s.ranks, ","),
+                                   s.n_tokens)),
+        s_(std::move(s)) {
+    uint32_t seed = static_cast<uint32_t>(s_.cols * 7 + s_.rows + s_.n_tokens);
+    const int n_adapters = static_cast<int>(s_.ranks.size());
+    x_ = random_floats(static_cast<size_t>(s_.n_tokens * s_.cols), ++seed);
+    y_ = random_floats(static_cast<size_t>(s_.n_tokens * s_.rows), ++seed);
+    for (int i = 0; i < n_adapters; ++i) {
+      const int r = s_.ranks[i];
+      a_.push_back(random_floats(static_cast<size_t>(r * s_.cols), ++seed, 0.3f));
+      b_.push_back(random_floats(static_cast<size_t>(s_.rows * r), ++seed, 0.3f));
+      std::vector<float> scale(s_.n_tokens, 0.0f);
+      for (int t = 0; t < s_.n_tokens; ++t) {
+        if (t % (n_adapters + 1) == i) scale[t] = 0.5f + 0.25f * static_cast<float>(i);
+      }
+      scales_.push_back(std::move(scale));
+    }
+    // The bound per output: the f32 rounding of each sum, from the magnitudes it adds up
+    // (n + 2 roundings of at most 2^-24 each, relative to the sum of absolute terms).
+    bound_.assign(y_.size(), 0.0);
+    for (int i = 0; i < n_adapters; ++i) {
+      const int r = s_.ranks[i];
+      for (int t = 0; t < s_.n_tokens; ++t) {
+        const double scale = scales_[i][t];
+        if (scale == 0) continue;
+        std::vector<double> h_abs(r, 0.0), h_err(r, 0.0);
+        for (int k = 0; k < r; ++k) {
+          for (int64_t c = 0; c < s_.cols; ++c)
+            h_abs[k] += std::fabs(double(a_[i][k * s_.cols + c]) * x_[t * s_.cols + c]);
+          h_err[k] = h_abs[k] * (s_.cols + 2) * 0x1p-24;
+        }
+        for (int64_t row = 0; row < s_.rows; ++row) {
+          double mag = 0, err = 0;
+          for (int k = 0; k < r; ++k) {
+            const double b = std::fabs(double(b_[i][row * r + k]));
+            mag += b * h_abs[k];
+            err += b * h_err[k];
+          }
+          const size_t at = static_cast<size_t>(t * s_.rows + row);
+          bound_[at] += scale * (err + mag * (r + 2) * 0x1p-24) + 0x1p-23 * std::fabs(y_[at]);
+        }
+      }
+    }
+  }
+
+  Outputs run(Rig& rig, bool) const override {
+    std::vector<kernels::LoraTerm> terms;
+    int max_rank = 0;
+    for (size_t i = 0; i < a_.size(); ++i) {
+      terms.push_back({.a = rig.put(a_[i]),
+                       .b = rig.put(b_[i]),
+                       .rank = s_.ranks[i],
+                       .scale = rig.put(scales_[i])});
+      max_rank = std::max(max_rank, s_.ranks[i]);
+    }
+    float* y = rig.put(y_);
+    rig.backend().lora({.terms = terms.data(),
+                        .n_terms = static_cast<int>(terms.size()),
+                        .n_cols = s_.cols,
+                        .n_rows = s_.rows,
+                        .x = rig.put(x_),
+                        .y = y,
+                        .n_tokens = s_.n_tokens,
+                        .scratch = rig.filled(static_cast<size_t>(s_.n_tokens * max_rank), kNaN)});
+    Outputs out;
+    out.f32["y"] = rig.read(y, y_.size());
+    return out;
+  }
+  void check(const Outputs& got, const Outputs& want, const Target&, bool) const override {
+    const auto& y = output(got.f32, "y");
+    expect_near(
+        y, output(want.f32, "y"), [&](size_t i) { return bound_[i]; }, "y");
+    // The tokens no adapter takes keep their bits.
+    const int none = static_cast<int>(a_.size());
+    for (int t = 0; t < s_.n_tokens && y.size() == y_.size(); ++t) {
+      if (t % (none + 1) != none) continue;
+      const size_t first = static_cast<size_t>(t * s_.rows);
+      EXPECT_EQ(std::memcmp(y.data() + first, y_.data() + first, s_.rows * sizeof(float)), 0)
+          << name() << ": token " << t << " uses no adapter but its row changed";
+    }
+  }
+
+ private:
+  LoraSpec s_;
+  std::vector<float> x_, y_;
+  std::vector<std::vector<float>> a_, b_, scales_;
+  std::vector<double> bound_;
+};
+
 // --- matmul_glu: act(gate·x) ⊙ (up·x or given rows), within gated_bound ------------------------
 
 struct GluSpec {
@@ -1870,6 +1973,19 @@ Cases matmul_glu_cases() {
   return c;
 }
 
+Cases lora_cases() {
+  Cases c;
+  // Decode and prefill batches, one adapter or three of different ranks, rows a GPU block splits
+  // unevenly, and the widths of real projections.
+  for (int n_tokens : {1, 3, 8, 33}) {
+    add<LoraCase>(c, LoraSpec{.cols = 64, .rows = 48, .ranks = {8}, .n_tokens = n_tokens});
+    add<LoraCase>(c, LoraSpec{.cols = 100, .rows = 300, .ranks = {4, 16, 1}, .n_tokens = n_tokens});
+  }
+  add<LoraCase>(c, LoraSpec{.cols = 2560, .rows = 2048, .ranks = {16}, .n_tokens = 2});
+  add<LoraCase>(c, LoraSpec{.cols = 4096, .rows = 64, .ranks = {64, 8}, .n_tokens = 5});
+  return c;
+}
+
 Cases residual_norm_cases() {
   using Out = ResidualSpec::Out;
   const Out norm_q8{.normalize = true, .weight = true, .q8 = true};
@@ -2075,6 +2191,7 @@ const std::map<std::string, Cases (*)()>& table() {
       {"moe_route", moe_route_cases},
       {"matmuls", matmuls_cases},
       {"matmul_glu", matmul_glu_cases},
+      {"lora", lora_cases},
       {"residual_norm", residual_norm_cases},
       {"attn_prep", attn_prep_cases},
       {"moe_glu", moe_glu_cases},

@@ -5,7 +5,8 @@
 // alone, without headroom's model code, and evaluates a whole sequence at once with explicit masks
 // (no KV cache, rings or micro-batches). headroom runs the same ids through its micro-batched
 // prefill and its one-token decode path. Random-weight Gemma 4 models come from `headroom synth`
-// (spec §7); llama is checked on the real stories260K and its golden file.
+// (spec §7); llama is checked on the real stories260K and its golden file. LoRA adapters (written
+// with NumPy) run unmerged in headroom against the reference's merged weights.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -84,12 +85,14 @@ void run_or_fail(const std::string& command) {
 // The reference's all-position logits [n][kVocab] for `ids`; kv_type other than f32 makes the
 // reference round its cached K/V the way such a cache stores them.
 std::vector<float> reference_logits(const fs::path& model, const std::vector<int>& ids,
-                                    const fs::path& dir, const std::string& kv_type = "f32") {
+                                    const fs::path& dir, const std::string& kv_type = "f32",
+                                    const std::string& lora = "") {
   const fs::path out = dir / "reference.f32";
   const fs::path script = testing_util::source_dir() / "tests/reference/reference_model.py";
   const std::string command = std::string(kPython) + " " + script.string() + " " + model.string() +
                               " --ids " + join_ids(ids, ids.size()) + " -o " + out.string() +
-                              (kv_type == "f32" ? "" : " --kv-type " + kv_type);
+                              (kv_type == "f32" ? "" : " --kv-type " + kv_type) +
+                              (lora.empty() ? "" : " --lora " + lora);
   std::string stdout_text, stderr_text;
   if (run_command(command, &stdout_text, &stderr_text) != 0) {
     ADD_FAILURE() << command << "\n"
@@ -216,6 +219,77 @@ INSTANTIATE_TEST_SUITE_P(
         OracleCase{"tiny_moe_kv_q8_0", "--shape tiny-moe", "q8_0", kTolKvQ8_0},
         OracleCase{"tiny_dense_keqv_kv_f16", "--shape tiny-dense-keqv", "f16", kTolKvF16},
         OracleCase{"tiny_dense_keqv_kv_q8_0", "--shape tiny-dense-keqv", "q8_0", kTolKvQ8_0}),
+    [](const auto& p) { return p.param.name; });
+
+// --- LoRA adapters: unmerged at run time against the reference's merged weights ----------------
+
+struct LoraCase {
+  std::string name;
+  std::string synth;         // `headroom synth` arguments; empty: the real stories260K
+  std::string adapter;       // write_lora_adapter.py arguments
+  std::string scale;         // FILE:SCALE's scale
+  std::string kernels = "";  // extra `headroom logits` flags
+};
+
+void PrintTo(const LoraCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class LoraOracle : public ::testing::TestWithParam<LoraCase> {};
+
+// headroom applies the adapter unmerged (y = W·x + s·B·(A·x)) in micro-batches of 5 and decoding
+// one token at a time; the reference merges it (W + s·B·A) in float64 from the file alone. The
+// adapter moves the logits by far more than the tolerance, so a term applied wrongly, twice, to
+// the wrong projection or with the wrong scale cannot pass.
+TEST_P(LoraOracle, LogitsEqualMergedWeightsReference) {
+  const LoraCase& c = GetParam();
+  const fs::path dir = testing_util::temp_dir();
+  fs::path model = testing_util::shared_dir() / "models/stories260K.gguf";
+  if (!c.synth.empty()) {
+    model = dir / "model.gguf";
+    ASSERT_NO_FATAL_FAILURE(run_or_fail(testing_util::headroom_binary().string() +
+                                        " synth --arch gemma4 " + c.synth + " -o " +
+                                        model.string()));
+  }
+  const fs::path adapter = dir / "adapter.gguf";
+  ASSERT_NO_FATAL_FAILURE(
+      run_or_fail(std::string(kPython) + " " +
+                  (testing_util::source_dir() / "tests/reference/write_lora_adapter.py").string() +
+                  " " + model.string() + " -o " + adapter.string() + " " + c.adapter));
+  const std::string lora = adapter.string() + ":" + c.scale;
+  const std::vector<int> ids = test_ids(kMaxTokens);
+  const std::vector<float> base = reference_logits(model, ids, dir);
+  const std::vector<float> expected = reference_logits(model, ids, dir, "f32", lora);
+  ASSERT_FALSE(base.empty() || expected.empty());
+  const Diff moved = compare(expected, base, kMaxTokens);
+  EXPECT_GT(moved.relative(), 100 * kTolF32) << "the adapter hardly changes the logits";
+  for (const std::string mode : {"--ubatch 5", "--decode"}) {
+    const Diff d =
+        compare(expected,
+                headroom_logits(model, ids, kMaxTokens,
+                                mode + " --kv-type f32 --lora " + lora + " " + c.kernels, dir),
+                kMaxTokens);
+    std::printf("[ oracle ] lora %-24s %-10s max|dlogit| %.3g (adapter moves %.3g; rel %.2g)\n",
+                c.name.c_str(), mode.c_str(), d.max_diff, moved.max_diff, d.relative());
+    EXPECT_LE(d.relative(), kTolF32) << c.name << " " << mode;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Targets, LoraOracle,
+    ::testing::Values(
+        // llama: q, k, v, o, gate, up, down on every layer.
+        LoraCase{"stories260K", "", "--rank 4 --alpha 8", "1"},
+        LoraCase{"stories260K_ref_half", "", "--rank 8 --alpha 16 --seed 3", "0.5",
+                 "--backend ref"},
+        // Gemma 4 with KV-shared layers (their q, o, gate, up and down adapted; their k and v,
+        // which they do not compute, left out), per-layer inputs and double-wide MLPs.
+        LoraCase{"tiny_e", "--shape tiny-e", "--rank 4 --alpha 8", "1"},
+        LoraCase{"tiny_e_shared_kv_pairs", "--shape tiny-e --shared-kv-tensors",
+                 "--rank 4 --alpha 8 --seed 2", "1.5"},
+        LoraCase{"tiny_moe", "--shape tiny-moe", "--rank 2 --alpha 4 --type f16", "1"},
+        LoraCase{"tiny_dense_keqv", "--shape tiny-dense-keqv", "--rank 4 --alpha 0", "4"},
+        LoraCase{"tiny_e_attention_only", "--shape tiny-e", "--rank 4 --targets q,k,v,o", "2"}),
     [](const auto& p) { return p.param.name; });
 
 // The reference itself must reproduce the golden logits of stories260K (made by yet another f64

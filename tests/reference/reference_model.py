@@ -6,7 +6,7 @@ looking at headroom's C++ model code, so that a disagreement points at a misread
 side. It favours plainness over speed: the whole sequence is evaluated at once with explicit
 masks (no KV cache, no ring buffers, no micro-batches), everything in float64.
 
-    reference_model.py MODEL.gguf --ids 1,2,3 -o out.f32 [--dump-experts]
+    reference_model.py MODEL.gguf --ids 1,2,3 -o out.f32 [--dump-experts] [--lora ADAPTER.gguf[:SCALE]]
 
 writes the logits of every position as little-endian float32 [n_tokens x n_vocab], the same
 layout as `headroom logits`.
@@ -374,9 +374,49 @@ def moe_ffn(f, c, il, h_mid, d_dense, dump_experts):
 
 
 # ----------------------------------------------------------------------------------------------
+# LoRA: merged weights
 
-def forward(path, ids, dump_experts=None, kv_type="none"):
+class MergedLora:
+    """The base model's tensors with a LoRA adapter merged in: W' = W + s · B @ A for every W the
+    adapter pairs (tensors W.lora_a, numpy [rank, n_in], and W.lora_b, [n_out, rank], as
+    llama.cpp's convert_lora_to_gguf.py writes them), s = scale · alpha / rank (alpha 0 or
+    absent: s = scale). Written from the LoRA definition (W + B A scaled by alpha / r) and that
+    file layout, not from headroom's code; everything else reads through to the base file."""
+
+    def __init__(self, base, adapter_path, scale):
+        self.base = base
+        a = GgufFile(adapter_path)
+        if a.get("general.type") != "adapter" or a.get("adapter.type") != "lora":
+            raise ValueError(f"{adapter_path} is not a LoRA adapter")
+        if a.get("general.architecture") != base.get("general.architecture"):
+            raise ValueError(f"{adapter_path} is for another architecture")
+        alpha = float(a.get("adapter.lora.alpha", 0.0))
+        self.delta = {}
+        for name in a.tensors:
+            if not name.endswith(".lora_a"):
+                continue
+            w = name[:-len(".lora_a")]
+            A, B = a.tensor(name), a.tensor(w + ".lora_b")          # [r, in], [out, r]
+            rank = A.shape[0]
+            s = scale * alpha / rank if alpha else scale
+            self.delta[w] = s * (B @ A)
+
+    def get(self, key, default=None):
+        return self.base.get(key, default)
+
+    def has(self, name):
+        return self.base.has(name)
+
+    def tensor(self, name):
+        w = self.base.tensor(name)
+        return w + self.delta[name] if name in self.delta else w
+
+
+def forward(path, ids, dump_experts=None, kv_type="none", lora=None):
     f = GgufFile(path)
+    if lora:
+        adapter, _, scale = lora.partition(":")
+        f = MergedLora(f, adapter, float(scale) if scale else 1.0)
     arch = f.get("general.architecture")
     ids = np.asarray(ids, dtype=np.int64)
     if arch == "llama":
@@ -395,9 +435,11 @@ def main():
                     help="round cached K/V as a cache of this type stores them (default none: float64)")
     ap.add_argument("--dump-experts", action="store_true",
                     help="print the selected experts and weights per MoE layer and token")
+    ap.add_argument("--lora", help="a LoRA adapter GGUF to merge, FILE[:SCALE] (scale 1 by default)")
     args = ap.parse_args()
     ids = [int(s) for s in args.ids.split(",") if s.strip()]
-    logits = forward(args.model, ids, sys.stdout if args.dump_experts else None, args.kv_type)
+    logits = forward(args.model, ids, sys.stdout if args.dump_experts else None, args.kv_type,
+                     args.lora)
     if args.output:
         logits.astype("<f4").tofile(args.output)
 

@@ -188,6 +188,11 @@ void EmulatedGpu::run_now(const std::string& signature, const std::function<void
     ++copies_.async_uploads;
   } else if (name == "download_async") {
     ++copies_.async_downloads;
+  } else if (name == "lora") {  // two kernels per adapter: A · x, then B · h added
+    for (int i = 0; i < launches / 2; ++i) {
+      launches_.push_back("lora.a");
+      launches_.push_back("lora.b");
+    }
   } else if (launches == 2) {  // attention split over the context
     launches_.push_back(name + ".chunks");
     launches_.push_back(name + ".combine");
@@ -482,6 +487,31 @@ void EmulatedGpu::matmuls(const kernels::MatmulOut* outs, int n, kernels::Activa
     if (!list.empty()) check_q8("matmuls", x.f32, x.q8, list[0].w.n_cols, n_tokens);
     if (error_.empty()) cpu_.matmuls(list.data(), n, x, n_tokens);
   });
+}
+
+void EmulatedGpu::lora(const kernels::LoraDelta& a) {
+  std::vector<kernels::LoraTerm> terms(a.terms, a.terms + a.n_terms);
+  std::string signature = fmt::format("lora {} {} {} {}", static_cast<const void*>(a.x),
+                                      static_cast<void*>(a.y), a.n_tokens, a.n_terms);
+  for (const auto& t : terms)
+    signature += fmt::format(" {} {}", static_cast<const void*>(t.a), t.rank);
+  issue(
+      std::move(signature),
+      [=, this] {
+        check("lora", "x", a.x, floats(a.n_tokens * a.n_cols));
+        check("lora", "y", a.y, floats(a.n_tokens * a.n_rows));
+        for (const auto& t : terms) {
+          check("lora", "A", t.a, floats(t.rank * a.n_cols));
+          check("lora", "B", t.b, floats(t.rank * a.n_rows));
+          check("lora", "the token scales", t.scale, floats(a.n_tokens));
+          check("lora", "the scratch", a.scratch, floats(a.n_tokens * t.rank));
+        }
+        if (!error_.empty()) return;
+        kernels::LoraDelta d = a;
+        d.terms = terms.data();
+        cpu_.lora(d);
+      },
+      2 * a.n_terms);
 }
 
 void EmulatedGpu::matmul_glu(const kernels::GluMatmul& a) {

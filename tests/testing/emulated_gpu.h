@@ -92,6 +92,7 @@ class EmulatedGpu final : public kernels::Backend {
   void scatter(const uint8_t* src, const kernels::ScatterPiece* pieces, const int32_t* n_pieces,
                int max_pieces) override;
   void download_async(void* host_dst, const void* src, size_t bytes) override;
+  void lora(const kernels::LoraDelta& a) override;
 
   // How many ops ran (replays count each recorded op), and how many calls a replay dropped.
   int64_t ops_run() const { return ops_run_; }

@@ -55,6 +55,7 @@ class CpuBackend final : public Backend {
                  float* w) override;
   void copy_rows(float* y, int64_t ys, const float* x, int64_t xs, int64_t n,
                  int64_t rows) override;
+  void lora(const LoraDelta& a) override;  // lora.cpp
 
  private:
   // Work below this many values (or value-sized steps) runs on the calling thread: waking the

@@ -528,4 +528,14 @@ void CudaBackend::download_async(void* host_dst, const void* src, size_t bytes) 
   check(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_), "download");
 }
 
+void CudaBackend::lora(const LoraDelta& a) {
+  if (!enter("lora")) return;
+  for (int i = 0; i < a.n_terms; ++i) {
+    if (a.terms[i].rank <= 0 || a.scratch == nullptr)
+      return fail(
+          fmt::format("cuda lora: adapter {} of rank {} without scratch", i, a.terms[i].rank));
+  }
+  check(detail::launch_lora(a, stream_), "lora");
+}
+
 }  // namespace kernels::cuda

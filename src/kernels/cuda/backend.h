@@ -91,6 +91,7 @@ class CudaBackend final : public Backend {
   void scatter(const uint8_t* src, const ScatterPiece* pieces, const int32_t* n_pieces,
                int max_pieces) override;
   void download_async(void* host_dst, const void* src, size_t bytes) override;
+  void lora(const LoraDelta& a) override;
 
   // Device memory: every op's pointers come from here. upload and download complete before they
   // return (ordered after every op issued so far); upload_async is queued like an op.

@@ -1,6 +1,6 @@
-// The kernel launchers of the CUDA backend (defined in matmul.cu, matvec.cu, attention.cu and
-// ops.cu), called by
-// backend.cpp. Internal to src/kernels/cuda: it names CUDA runtime types, backend.h does not.
+// The kernel launchers of the CUDA backend (defined in matmul.cu, matvec.cu, attention.cu,
+// fused.cu, lora.cu and ops.cu), called by backend.cpp. Internal to src/kernels/cuda: it names CUDA
+// runtime types, backend.h does not.
 //
 // Every launcher enqueues its kernels on `stream` and returns cudaGetLastError() after the
 // launch (an invalid configuration shows at once; a fault inside a kernel only at the next
@@ -80,5 +80,8 @@ cudaError_t launch_top_k(const float* x, int64_t n, int n_rows, int k, int32_t* 
                          cudaStream_t stream);
 cudaError_t launch_scatter(const uint8_t* src, const ScatterPiece* pieces, const int32_t* n_pieces,
                            int max_pieces, cudaStream_t stream);
+
+// lora.cu: the LoRA terms of one product, two launches per adapter (A · x, then B · h added).
+cudaError_t launch_lora(const LoraDelta& a, cudaStream_t stream);
 
 }  // namespace kernels::cuda::detail

@@ -29,6 +29,8 @@ void glu(const float* x, float* out, int64_t n, int64_t n_rows);
 void depthwise_conv1d(const float* x, const float* w, float* y, int64_t n_tokens, int64_t n_channels, int kernel);
 void im2col_3x3_s2(const Im2Col3x3S2& a);
 void local_attention(const LocalAttention& a);
+// LoRA terms of a product (op_args.h: LoraDelta), accumulated in double.
+void lora(const LoraDelta& a);
 
 // The reference backend: every op above, single-threaded, host memory.
 class RefBackend final : public Backend {

@@ -60,7 +60,8 @@ bool integer_viable(const GrammarNode& n, bool negative, __int128 m, bool can_ex
     const __int128 lo = negative ? -(base + scale - 1) : base;
     const __int128 hi = negative ? -base : base + scale - 1;
     if (lo <= hi_bound && hi >= lo_bound) return true;
-    if (!can_extend || base > kSaturated) break;
+    // Past kSaturated no bound can still be met, and 10^k would overflow beyond 10^38.
+    if (!can_extend || base > kSaturated || scale > kSaturated) break;
     scale *= 10;
   }
   return false;

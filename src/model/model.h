@@ -26,8 +26,23 @@ struct Batch {
   std::span<const int32_t> pos;     // [T] position of each token in its sequence
   std::span<const int32_t> slot;    // [T] KV cache slot (sequence) of each token
   std::span<const uint8_t> output;  // [T] 1 where logits are wanted; empty = last token only
+  // Rows whose input is an embedding instead of a token's (the soft tokens of an image or audio
+  // clip, mm/): where embedded[t] is 1, row t of `embeddings` ([T][n_embd], host memory) is the
+  // row's input as it is — not scaled like a token's embedding. Both empty: every row is a token.
+  std::span<const uint8_t> embedded;
+  std::span<const float> embeddings;
+  // [T] each, or both empty: the image each token sees both ways on sliding-window layers, its
+  // first and last positions (kernels::AttentionBatch::attend_from/attend_until) — its own
+  // position for a token outside such an image. Empty: every token is causal.
+  std::span<const int32_t> attend_from, attend_until;
   int size() const { return static_cast<int>(tokens.size()); }
+  bool has_embeddings() const { return !embedded.empty(); }
 };
+
+// The token id the ops see for a row whose input is an embedding: what a model's per-token tables
+// read there. Gemma 4's per-layer inputs take the pad token's row (0) for soft tokens, as Hugging
+// Face's Gemma4Model (pad_token_id in place of the placeholder) and llama.cpp (row 0) do.
+inline constexpr int32_t kEmbeddedRowToken = 0;
 
 // What a forward pass hands back for the rows that want output (Batch::output), in batch order.
 struct Outputs {

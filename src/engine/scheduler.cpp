@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <string>
 
 namespace engine {
 
@@ -24,6 +25,49 @@ std::string_view finish_reason_name(FinishReason reason) {
 }
 
 namespace {
+
+// The prefix cache's key for soft token i of a medium: the soft tokens' ids are the same for every
+// image (or clip), so the cache compares these instead — negative, never a vocabulary id, and
+// different for different media (30 bits of the content hash mixed with i per position).
+int32_t media_key(uint64_t hash, int i) {
+  uint64_t z = hash + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return -2 - static_cast<int32_t>(z >> 34);
+}
+
+// The one-line reason a request's media cannot run here, or empty.
+std::string check_media(const Request& r, const Engine& engine) {
+  const mm::Encoders* encoders = engine.encoders();
+  int end = 0;
+  for (const mm::MediaSpan& span : r.media) {
+    if (!span.media || span.n_tokens != span.media->n_tokens || span.n_tokens <= 0 ||
+        span.first < end || span.first + span.n_tokens > static_cast<int>(r.prompt.size()))
+      return "the request's media spans do not match its prompt (make both with mm::expand_media)";
+    end = span.first + span.n_tokens;
+    if (util::Status takes = engine.takes(span.media->kind); !takes) return takes.error().message();
+    const bool image = span.media->kind == mm::MediaKind::kImage;
+    const mm::MediaLimits& limits = encoders->limits();
+    const int most =
+        image ? limits.image_tokens : mm::AudioEncoder::max_tokens(limits.audio_seconds);
+    if (span.n_tokens > most) {
+      return fmt::format("{} of {} tokens is larger than this run takes ({} at most) — {}",
+                         image ? "an image" : "a clip", span.n_tokens, most,
+                         image
+                             ? "ask for fewer image tokens or restart with a larger --image-tokens"
+                             : "send a shorter clip or restart with a larger --audio-seconds");
+    }
+    if (span.n_tokens > engine.n_ubatch()) {
+      return fmt::format(
+          "{} of {} tokens does not fit the micro-batch of {} (it is never split) — raise "
+          "--ubatch",
+          image ? "an image" : "a clip", span.n_tokens, engine.n_ubatch());
+    }
+  }
+  return {};
+}
+
 double seconds(Clock::time_point a, Clock::time_point b) {
   return a == Clock::time_point{} || b == Clock::time_point{}
              ? 0.0
@@ -61,15 +105,47 @@ struct Scheduler::Sequence {
   std::optional<sample::LogprobRecorder> logprobs;  // when the request asks for them
   RequestStats stats;
 
+  // With media: the tokens as the prefix cache keys them, each soft token keyed by its medium.
+  std::vector<int32_t> keys;
+
   Sequence(int id_, Request r) : id(id_), request(std::move(r)), sampler(request.sampling) {
     if (request.on_logprobs) logprobs.emplace(request.n_top_logprobs);
     tokens = request.prompt;
     stats.n_prompt = static_cast<int>(tokens.size());
     stats.submitted = Clock::now();
+    if (request.media.empty()) return;
+    keys = tokens;
+    for (const mm::MediaSpan& span : request.media) {
+      for (int i = 0; i < span.n_tokens; ++i) keys[span.first + i] = media_key(span.media->hash, i);
+    }
   }
   // Tokens still to evaluate before the next sample: the rest of the prompt, or the last pick.
   int pending() const { return static_cast<int>(tokens.size()) - n_computed; }
   bool all_logits() const { return static_cast<bool>(request.prompt_logits); }
+  std::span<const int32_t> cache_keys() const {
+    return request.media.empty() ? std::span<const int32_t>(tokens) : keys;
+  }
+  void append(int32_t token) {
+    tokens.push_back(token);
+    if (!request.media.empty()) keys.push_back(token);
+  }
+  // The medium whose soft tokens include position `pos`, or null.
+  const mm::MediaSpan* media_at(int pos) const {
+    for (const mm::MediaSpan& span : request.media) {
+      if (pos >= span.first && pos <= span.last()) return &span;
+    }
+    return nullptr;
+  }
+  // The most of the next n tokens that end outside every medium: a medium (what is left of it
+  // after a reused prefix) is evaluated in one micro-batch — an image's tokens may see each other
+  // both ways — so a chunk ends before one it cannot hold, and holds nothing when it starts at one.
+  int whole_media(int n) const {
+    for (const mm::MediaSpan& span : request.media) {
+      const int start = std::max(span.first, n_computed);
+      if (start < n_computed + n && span.last() >= n_computed + n) return start - n_computed;
+    }
+    return n;
+  }
 };
 
 Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
@@ -81,6 +157,9 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
   batch_slot_.resize(n);
   batch_output_.resize(n);
   batch_owner_.resize(n);
+  batch_embedded_.resize(n);
+  batch_from_.resize(n);
+  batch_until_.resize(n);
   // The logits rows one step computes, exactly as the plan counts them.
   const size_t logit_rows = plan::logit_rows(engine_.plan().request);
   top_ids_.resize(logit_rows * model::Outputs::kMaxTopK);
@@ -113,6 +192,8 @@ SubmitResult Scheduler::submit(Request request) {
                         "raise --ctx",
                         n_prompt, n_ctx)};
   }
+  if (std::string media = check_media(request, engine_); !media.empty())
+    return {-1, Refusal::kInvalid, std::move(media)};
   if (request.prompt_logits && !engine_.plan().request.logits_all_positions) {
     return {-1, Refusal::kInvalid,
             "logits of every prompt position need an engine planned for them "
@@ -164,11 +245,18 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
 bool Scheduler::admit_one(Sequence& seq, int slot) {
   kv::Cache& cache = engine_.cache();
   const bool resuming = seq.stats.admitted != Clock::time_point{};
-  std::span<const int32_t> known = seq.tokens;
+  std::span<const int32_t> known = seq.cache_keys();
   // A resumed request whose prompt logits are wanted recomputes what it has not reported yet.
   if (resuming && seq.all_logits())
     known = known.first(std::min(known.size(), size_t(seq.n_reported) + 1));
-  const int reused = seq.request.reuse_prefix ? cache.reuse_prefix(slot, known) : 0;
+  int reused = seq.request.reuse_prefix ? cache.reuse_prefix(slot, known) : 0;
+  // A reused prefix never ends inside an image seen both ways: its rest would need keys of it
+  // the sliding layers' window no longer holds. (The rest of a causal medium is evaluated alone.)
+  while (const mm::MediaSpan* cut = reused > 0 ? seq.media_at(reused) : nullptr) {
+    if (cut->first == reused || !cut->both_ways) break;
+    cache.release(slot);
+    reused = cache.reuse_prefix(slot, known.first(cut->first + 1));
+  }
   const int n = static_cast<int>(seq.tokens.size());
   if (!cache.can_reserve(slot, n, static_cast<int>(running_.size()))) {
     cache.release(slot);
@@ -216,10 +304,46 @@ void Scheduler::choose_tokens(StepStats& stats) {
   }
   for (auto& s : running_) {
     if (s->pending() > 1 && n < budget) {
-      s->n_scheduled = std::min(s->pending(), budget - n);
+      s->n_scheduled = s->whole_media(std::min(s->pending(), budget - n));
       n += s->n_scheduled;
       stats.n_prefill_tokens += s->n_scheduled;
     }
+  }
+}
+
+// Encodes the media this step evaluates into the engine's media rows, at the batch rows their
+// soft tokens take (sequences in running_ order, each one's tokens together, as assemble_batch
+// lays them out). A medium a reused prefix ends inside is encoded whole aside and its rest copied.
+// A sequence whose medium fails to encode ends with the error and evaluates nothing.
+void Scheduler::encode_media() {
+  mm::Encoders* encoders = engine_.encoders();
+  if (encoders == nullptr) return;
+  const size_t H = static_cast<size_t>(engine_.spec().n_embd);
+  int row = 0;
+  for (auto& s : running_) {
+    Sequence& seq = *s;
+    if (seq.n_scheduled == 0) continue;
+    util::Status status;
+    for (const mm::MediaSpan& span : seq.request.media) {
+      const int begin = std::max(span.first, seq.n_computed);
+      if (span.last() < begin || begin >= seq.n_computed + seq.n_scheduled) continue;
+      const auto rows = engine_.media_rows().subspan((row + begin - seq.n_computed) * H,
+                                                     (span.last() + 1 - begin) * H);
+      if (begin == span.first) {
+        status = encoders->encode(*span.media, rows);
+      } else {
+        const auto whole = engine_.media_whole().first(span.n_tokens * H);
+        status = encoders->encode(*span.media, whole);
+        std::copy(whole.end() - rows.size(), whole.end(), rows.begin());
+      }
+      if (!status) break;
+    }
+    if (!status) {
+      seq.n_scheduled = 0;
+      finish(seq, FinishReason::kError, status.error().message());
+      continue;
+    }
+    row += seq.n_scheduled;
   }
 }
 
@@ -264,6 +388,7 @@ void Scheduler::make_room(StepStats& stats) {
 
 int Scheduler::assemble_batch() {
   int n = 0;
+  batch_has_media_ = batch_sees_images_ = false;
   for (auto& s : running_) {
     Sequence& seq = *s;
     for (int i = 0; i < seq.n_scheduled; ++i) {
@@ -271,6 +396,12 @@ int Scheduler::assemble_batch() {
       batch_tokens_[n] = seq.tokens[pos];
       batch_pos_[n] = pos;
       batch_slot_[n] = seq.slot;
+      const mm::MediaSpan* medium = seq.media_at(pos);
+      batch_embedded_[n] = medium != nullptr;
+      batch_from_[n] = medium && medium->both_ways ? medium->first : pos;
+      batch_until_[n] = medium && medium->both_ways ? medium->last() : pos;
+      batch_has_media_ |= medium != nullptr;
+      batch_sees_images_ |= medium && medium->both_ways;
       const bool last = pos == static_cast<int>(seq.tokens.size()) - 1;
       const bool out = last || (seq.all_logits() && pos < seq.stats.n_prompt);
       batch_output_[n] = out;
@@ -310,7 +441,7 @@ void Scheduler::sample(int n_batch, int k) {
                                 : seq->sampler.sample(logits, seq->tokens);
     if (seq->n_generated == 0) seq->stats.first_token = Clock::now();
     ++seq->n_generated;
-    seq->tokens.push_back(token);
+    seq->append(token);
     if (seq->logprobs) seq->request.on_logprobs(seq->logprobs->of(token));
     const bool keep =
         !seq->request.on_token || seq->request.on_token(token, seq->sampler.last_probability());
@@ -338,6 +469,7 @@ util::Result<StepStats> Scheduler::step() {
   if (running_.empty()) return stats;
   choose_tokens(stats);
   make_room(stats);
+  encode_media();
   const int n = assemble_batch();
   if (n == 0) return stats;  // everything scheduled was preempted; the next step resumes it
   stats.n_tokens = n;
@@ -346,6 +478,14 @@ util::Result<StepStats> Scheduler::step() {
                      .pos = std::span(batch_pos_).first(n),
                      .slot = std::span(batch_slot_).first(n),
                      .output = std::span(batch_output_).first(n)};
+  if (batch_has_media_) {
+    batch.embedded = std::span(batch_embedded_).first(n);
+    batch.embeddings = engine_.media_rows().first(static_cast<size_t>(n) * engine_.spec().n_embd);
+  }
+  if (batch_sees_images_) {
+    batch.attend_from = std::span(batch_from_).first(n);
+    batch.attend_until = std::span(batch_until_).first(n);
+  }
   const int k = selection_size(n);
   auto status = engine_.model().forward(batch, engine_.cache(),
                                         {.logits = logits_.data(),
@@ -360,7 +500,7 @@ util::Result<StepStats> Scheduler::step() {
   // The tokens are in the cache: their complete blocks become reusable.
   for (auto& s : running_) {
     s->n_computed += s->n_scheduled;
-    if (s->n_scheduled > 0) engine_.cache().commit(s->slot, s->tokens, s->n_computed);
+    if (s->n_scheduled > 0) engine_.cache().commit(s->slot, s->cache_keys(), s->n_computed);
   }
   sample(n, k);
   std::erase_if(running_, [](const auto& s) { return s->slot < 0; });
@@ -389,12 +529,14 @@ util::Status run_until_idle(Scheduler& scheduler) {
   return {};
 }
 
-util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids) {
+util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids,
+                                               std::span<const mm::MediaSpan> media) {
   const size_t n_vocab = engine.spec().n_vocab;
   std::vector<float> logits(ids.size() * n_vocab);
   std::string error;
   Request r;
   r.prompt.assign(ids.begin(), ids.end());
+  r.media.assign(media.begin(), media.end());
   r.max_tokens = 0;
   r.reuse_prefix = false;
   r.prompt_logits = [&](int pos, std::span<const float> row) {

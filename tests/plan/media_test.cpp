@@ -92,9 +92,11 @@ TEST(PlanMedia, PricesEachEncoderWhereItRuns) {
     EXPECT_EQ(vision_a->bytes, mm::VisionEncoder::workspace_bytes(*proj->vision, 128, 280));
     EXPECT_EQ(vision_a->device, compute);
     ASSERT_NE(find(*p, "media preparation", plan::ItemKind::kHost), nullptr);
-    // The batch's embedding rows: one micro-batch of text-model-wide rows.
-    EXPECT_EQ(find(*p, "media embeddings", plan::ItemKind::kHost)->bytes,
-              uint64_t(p->request.n_ubatch) * 128 * 4);
+    // The embedding rows: one micro-batch's and the largest medium's, text-model wide.
+    EXPECT_EQ(
+        find(*p, "media embeddings", plan::ItemKind::kHost)->bytes,
+        uint64_t(p->request.n_ubatch + std::max(p->media.image_tokens, p->media.audio_tokens)) *
+            128 * 4);
   }
 }
 

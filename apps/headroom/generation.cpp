@@ -81,22 +81,18 @@ util::Result<Session> open_session(const PlanFlags& flags) {
                plan::format_plan(s.planned.plan, s.planned.spec, s.planned.source).c_str());
   if (!s.planned.plan.fits) return util::Error(s.planned.plan.refusal());
   HR_ASSIGN_OR_RETURN(s.engine,
-                      engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan));
+                      engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan,
+                                             {.projector = s.planned.projector}));
   HR_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::from_gguf(*s.planned.file));
   s.tokenizer = std::make_unique<tokenizer::Tokenizer>(std::move(tok));
   return s;
 }
 
-util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
-                                  const sample::SamplingParams& sampling, int max_tokens,
+util::Result<Generation> generate(Session& session, engine::Request r,
                                   const std::function<void(const std::string&)>& on_text) {
   Generation g;
   tokenizer::StreamDecoder decoder(*session.tokenizer);
   engine::Scheduler scheduler(*session.engine);
-  engine::Request r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.sampling = sampling;
   r.end_ids = session.tokenizer->end_of_generation();
   const tokenizer::Tokenizer& tok = *session.tokenizer;
   r.on_token = [&](int32_t token, float) {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "commands.h"
+#include "engine/engine.h"
 #include "gguf/file.h"
 #include "model/spec.h"
 #include "plan/planner.h"
@@ -27,6 +28,10 @@ struct PlanFlags {
   bool ple_on_host = false, experts_on_host = false;
   bool fit = false;
   KernelFlags kernels;
+  // A projector (images, audio): its encoders are planned and loaded beside the model.
+  std::string mmproj;
+  int image_tokens = -1;      // -1: the processor's 280 when the projector sees images, else 0
+  double audio_seconds = -1;  // -1: 30 s when the projector hears audio, else 0
 };
 
 // Registers the flags on `cmd`. `with_shape` adds --shape/--quant (plans without a file).
@@ -38,6 +43,7 @@ struct PlannedModel {
   model::Spec spec;
   std::string source;
   plan::Plan plan;
+  std::optional<engine::Projector> projector;  // --mmproj
 };
 
 // Opens the model and plans the request (applying --fit if asked). Errors are one line.

@@ -232,7 +232,7 @@ void Server::Impl::handle_completion(const HttpRequest& http_request,
   if (auto e = check_model(r, options.model_id); e && !options.any_model)
     return reply->send(error_response(*e, "model_not_found"));
 
-  auto built = build_engine_requests(r, {tokenizer, options.chat_template, metrics});
+  auto built = build_engine_requests(r, {tokenizer, options.chat_template, metrics, engine});
   if (auto* e = std::get_if<ApiError>(&built))
     return reply->send(error_response(*e, error_metric_type(*e)));
   BuiltRequest& b = std::get<BuiltRequest>(built);

@@ -158,10 +158,9 @@ MemoryCheck Engine::mapped_encoder_weights() const {
   if (!encoders_) return m;
   const mm::MediaLimits& limits = encoders_->limits();
   for (const auto& t : projector_->file->tensors()) {
-    const mm::Tower tower = mm::tower_of(t.name);
-    const bool mapped =
-        (tower == mm::Tower::kVision && limits.image_tokens > 0 && backend_->host_memory()) ||
-        (tower == mm::Tower::kAudio && limits.audio_seconds > 0);
+    const bool mapped = (mm::held_by_encoder(t, mm::Tower::kVision) && limits.image_tokens > 0 &&
+                         backend_->host_memory()) ||
+                        (mm::held_by_encoder(t, mm::Tower::kAudio) && limits.audio_seconds > 0);
     if (!mapped) continue;
     m.allocated += t.n_bytes;
     m.resident += util::resident_bytes(t.data.data(), t.data.size());

@@ -13,7 +13,7 @@ constexpr uint64_t kDecodeBlockFloats = 4096 * 64;
 
 uint64_t tower_weight_bytes(const gguf::File& file, Tower tower) {
   uint64_t bytes = 0;
-  for (const auto& t : file.tensors()) bytes += tower_of(t.name) == tower ? t.n_bytes : 0;
+  for (const auto& t : file.tensors()) bytes += held_by_encoder(t, tower) ? t.n_bytes : 0;
   return bytes;
 }
 

@@ -52,10 +52,13 @@ std::vector<plan::Device> devices(bool gpu) {
   return d;
 }
 
+// The bytes of a tower's tensors but the one-value ones (clip bounds, scales: read into the
+// encoder's parameters, not held).
 uint64_t tower_bytes(const gguf::File& f, std::string_view a, std::string_view b) {
   uint64_t bytes = 0;
-  for (const auto& t : f.tensors())
-    bytes += t.name.starts_with(a) || t.name.starts_with(b) ? t.n_bytes : 0;
+  for (const auto& t : f.tensors()) {
+    bytes += (t.name.starts_with(a) || t.name.starts_with(b)) && t.n_elements > 1 ? t.n_bytes : 0;
+  }
   return bytes;
 }
 

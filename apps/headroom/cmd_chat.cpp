@@ -5,7 +5,9 @@
 
 #include "chat/template.h"
 #include "commands.h"
+#include "engine/media_prompt.h"
 #include "generation.h"
+#include "media_input.h"
 #include "reply_printer.h"
 
 namespace cli {
@@ -58,32 +60,62 @@ void add_chat(CLI::App& app, int& exit_code) {
     std::fprintf(
         stderr,
         "chat: type a message and press Enter; /reset starts over; an empty line or EOF ends. "
-        "Ctrl-C stops a reply.%s\n",
+        "Ctrl-C stops a reply.%s%s\n",
+        session->engine->encoders() ? " /image FILE and /audio FILE add one to your next message."
+                                    : "",
         sampling.temperature > 0 ? (" Sampling: " + sampling.describe()).c_str() : "");
     install_interrupt_handler();
+    // Every medium of the conversation in order (the template places them all again each turn),
+    // and those waiting for the next message.
+    std::vector<std::shared_ptr<const mm::Media>> media, attached;
     std::string line;
     for (;;) {
       std::fprintf(stderr, "> ");
       if (!std::getline(std::cin, line) || line.empty()) break;
       if (line == "/reset") {
         messages.erase(messages.begin() + (o->system.empty() ? 0 : 1), messages.end());
+        media.clear();
+        attached.clear();
         continue;
       }
-      messages.push_back({{"role", "user"}, {"content", line}});
+      if (line.starts_with("/image ") || line.starts_with("/audio ")) {
+        const auto kind = line[1] == 'i' ? mm::MediaKind::kImage : mm::MediaKind::kAudio;
+        auto m = load_media(*session, kind, line.substr(7));
+        if (!m) {
+          std::fprintf(stderr, "%s\n", m.error().message().c_str());
+        } else {
+          attached.push_back(std::move(*m));
+          std::fprintf(stderr, "(%s of %d tokens added to your next message)\n",
+                       std::string(mm::media_kind_name(kind)).c_str(), attached.back()->n_tokens);
+        }
+        continue;
+      }
+      messages.push_back({{"role", "user"},
+                          {"content", attached.empty() ? nlohmann::ordered_json(line)
+                                                       : content_parts(attached, line)}});
+      const size_t n_before = media.size();
+      media.insert(media.end(), attached.begin(), attached.end());
+      attached.clear();
       auto text = chat::apply_chat_template(*source, messages, render);
       if (!text) return fail(text.error().message(), kExitBadInput);
       // Rendered templates carry their special tokens as text; BOS is not doubled.
-      auto prompt = tok.encode(*text, {.add_bos = true, .parse_special = true});
+      engine::Request request{.max_tokens = o->n_predict, .sampling = sampling};
+      util::Status placed =
+          engine::attach_media(request, tok.encode(*text, {.add_bos = true, .parse_special = true}),
+                               media, *session->engine, tok);
       clear_interrupt();
       ReplyPrinter reply(format, *text);
-      auto g = generate(*session, std::move(prompt), sampling, o->n_predict,
-                        [&reply](const std::string& piece) { reply.push(piece); });
+      util::Result<Generation> g =
+          placed ? generate(*session, std::move(request),
+                            [&reply](const std::string& piece) { reply.push(piece); })
+                 : util::Result<Generation>(placed.error());
       reply.finish();
       std::fputs("\n", stdout);
       if (!g) {
         // Too long for the context, most likely: say so, drop the turn, keep chatting.
         std::fprintf(stderr, "%s (use /reset to start over)\n", g.error().message().c_str());
         messages.erase(messages.end() - 1);
+        media.resize(n_before);
         continue;
       }
       // The answer without its reasoning, as the template would strip it anyway.

@@ -62,8 +62,8 @@ util::Result<Divergence> compare_windows(engine::Engine& reference, engine::Engi
   for (size_t start = 0; start + 1 < ids.size(); start += window) {
     const size_t end = std::min(ids.size(), start + window);
     std::span<const int32_t> tokens(ids.data() + start, end - start);
-    HR_ASSIGN_OR_RETURN(auto a, engine::prompt_logits(reference, tokens, adapter));
-    HR_ASSIGN_OR_RETURN(auto b, engine::prompt_logits(tested, tokens, adapter));
+    HR_ASSIGN_OR_RETURN(auto a, engine::prompt_logits(reference, tokens, {}, adapter));
+    HR_ASSIGN_OR_RETURN(auto b, engine::prompt_logits(tested, tokens, {}, adapter));
     for (size_t t = 0; t < tokens.size(); ++t) {
       log_softmax(a.data() + t * n_vocab, n_vocab, la);
       log_softmax(b.data() + t * n_vocab, n_vocab, lb);

@@ -140,7 +140,7 @@ void add_logits(CLI::App& app, int& exit_code) {
     auto engine = engine::Engine::load(eo);
     if (!engine) return fail(engine.error().message(), kExitBadInput);
     auto logits =
-        engine::prompt_logits(**engine, *ids, adapters->empty() ? "" : adapters->front().name);
+        engine::prompt_logits(**engine, *ids, {}, adapters->empty() ? "" : adapters->front().name);
     if (!logits) return fail(logits.error().message(), kExitBadInput);
     FILE* f = std::fopen(opts->output.c_str(), "wb");
     if (!f || std::fwrite(logits->data(), sizeof(float), logits->size(), f) != logits->size()) {

@@ -6,7 +6,9 @@
 
 #include "chat/template.h"
 #include "commands.h"
+#include "engine/media_prompt.h"
 #include "generation.h"
+#include "media_input.h"
 #include "reply_printer.h"
 
 namespace cli {
@@ -15,6 +17,7 @@ void add_run(CLI::App& app, int& exit_code) {
   struct Options {
     PlanFlags plan;
     SamplingFlags sampling;
+    MediaFlags media;
     std::string prompt;
     int n_predict = 128;
     bool parse_special = false;
@@ -27,6 +30,7 @@ void add_run(CLI::App& app, int& exit_code) {
       app.add_subcommand("run", "Generate a continuation of a prompt (streams to stdout)");
   add_plan_flags(cmd, o->plan, /*with_shape=*/false);
   add_sampling_flags(cmd, o->sampling);
+  add_media_flags(cmd, o->media);
   cmd->add_option("-p,--prompt", o->prompt, "Prompt text")->required();
   cmd->add_option("-n,--n-predict", o->n_predict,
                   "Tokens to generate (-1 = until an end token or the context is full)")
@@ -54,7 +58,9 @@ void add_run(CLI::App& app, int& exit_code) {
     if (sampling.temperature > 0)
       std::fprintf(stderr, "sampling: %s\n", sampling.describe().c_str());
     const tokenizer::Tokenizer& tok = *session->tokenizer;
-    std::vector<int32_t> prompt;
+    auto media = load_media(*session, o->media);
+    if (!media) return fail(media.error().message(), kExitBadInput);
+    engine::Request request{.max_tokens = o->n_predict, .sampling = sampling};
     std::optional<ReplyPrinter> reply;  // --think: the reasoning apart from the answer
     if (o->think) {
       auto source =
@@ -71,23 +77,30 @@ void add_run(CLI::App& app, int& exit_code) {
       render.bos_token = std::string(tok.token_text(tok.bos()));
       render.eos_token = std::string(tok.token_text(tok.eos()));
       render.extra = {{"enable_thinking", true}};
-      const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", o->prompt}}};
+      const nlohmann::ordered_json messages = {
+          {{"role", "user"},
+           {"content", media->empty() ? nlohmann::ordered_json(o->prompt)
+                                      : content_parts(*media, o->prompt)}}};
       auto text = chat::apply_chat_template(*source, messages, render);
       if (!text) return fail(text.error().message(), kExitBadInput);
-      prompt = tok.encode(*text, {.add_bos = true, .parse_special = true});  // BOS is not doubled
+      // BOS is not doubled; the template's placeholders become the media's spans.
+      auto placed =
+          engine::attach_media(request, tok.encode(*text, {.add_bos = true, .parse_special = true}),
+                               *media, *session->engine, tok);
+      if (!placed) return fail(placed.error().message(), kExitBadInput);
       reply.emplace(format, *text);
     } else {
-      prompt = tok.encode(o->prompt, {.add_bos = true, .parse_special = o->parse_special});
+      auto placed = place_media(request, o->prompt, *media, *session, o->parse_special);
+      if (!placed) return fail(placed.error().message(), kExitBadInput);
       std::fputs(o->prompt.c_str(), stdout);
       std::fflush(stdout);
     }
     install_interrupt_handler();
-    auto g = generate(*session, std::move(prompt), sampling, o->n_predict,
-                      [&reply](const std::string& text) {
-                        if (reply) return reply->push(text);
-                        std::fputs(text.c_str(), stdout);
-                        std::fflush(stdout);
-                      });
+    auto g = generate(*session, std::move(request), [&reply](const std::string& text) {
+      if (reply) return reply->push(text);
+      std::fputs(text.c_str(), stdout);
+      std::fflush(stdout);
+    });
     if (reply) reply->finish();
     std::fputs("\n", stdout);
     std::fflush(

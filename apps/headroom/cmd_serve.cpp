@@ -21,6 +21,16 @@ std::chrono::milliseconds to_millis(double seconds) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000.0));
 }
 
+// ", images up to 280 tokens, audio up to 30 s" — what requests may carry; empty without media.
+std::string media_description(const plan::Plan& plan) {
+  std::string out;
+  if (plan.request.image_tokens > 0)
+    out += fmt::format(", images up to {} tokens", plan.request.image_tokens);
+  if (plan.request.audio_seconds > 0)
+    out += fmt::format(", audio up to {:g} s", plan.request.audio_seconds);
+  return out;
+}
+
 }  // namespace
 
 void add_serve(CLI::App& app, int& exit_code) {
@@ -48,7 +58,9 @@ void add_serve(CLI::App& app, int& exit_code) {
   cmd->add_option("--max-queue", o->server.max_queue,
                   "Requests that may wait for a slot; beyond it requests get 503 with Retry-After")
       ->capture_default_str();
-  cmd->add_option("--max-body", o->max_body, "Largest request body, e.g. 4M; larger ones get 413")
+  cmd->add_option("--max-body", o->max_body,
+                  "Largest request body, e.g. 4M (32M with --mmproj: images and audio come "
+                  "inline, base64); larger ones get 413")
       ->capture_default_str();
   cmd->add_option("--request-timeout", o->request_timeout,
                   "Seconds a request's head and body may take to arrive (else 408), and each "
@@ -76,11 +88,12 @@ void add_serve(CLI::App& app, int& exit_code) {
       "--chat-template", o->chat_template,
       "Template for chat completions: a built-in name (gemma4, chatml, llama3) or a file "
       "(default: the model's, else chatml)");
-  cmd->callback([o, &exit_code] {
+  cmd->callback([o, cmd, &exit_code] {
     auto fail = [&](const std::string& message, int code) {
       std::fprintf(stderr, "%s\n", message.c_str());
       exit_code = code;
     };
+    if (!o->plan.mmproj.empty() && cmd->count("--max-body") == 0) o->max_body = "32M";
     auto max_body = util::parse_bytes(o->max_body);
     if (!max_body) return fail("--max-body: " + max_body.error().message(), kExitBadInput);
     o->server.max_body_bytes = *max_body;
@@ -114,10 +127,12 @@ void add_serve(CLI::App& app, int& exit_code) {
     auto srv = server::Server::create(*session->engine, *session->tokenizer, o->server);
     if (!srv) return fail(srv.error().message(), kExitBadInput);
     if (auto bound = (*srv)->bind(); !bound) return fail(bound.error().message(), kExitBadInput);
-    std::fprintf(stderr, "serving %s on http://%s:%d (%d slots, %s, queue %d)%s — Ctrl-C drains\n",
+    std::fprintf(stderr,
+                 "serving %s on http://%s:%d (%d slots, %s, queue %d%s)%s — Ctrl-C drains\n",
                  o->server.model_id.c_str(), o->server.host.c_str(), (*srv)->port(),
                  session->engine->n_slots(), kernels_description(session->planned.plan).c_str(),
-                 o->server.max_queue, o->server.api_key.empty() ? "" : ", API key required");
+                 o->server.max_queue, media_description(session->planned.plan).c_str(),
+                 o->server.api_key.empty() ? "" : ", API key required");
     server::Server* s = srv->get();
     // The first signal drains (runs on its own thread so a second signal can stop at once).
     std::atomic<bool> ended{false};

@@ -87,7 +87,8 @@ util::Result<Session> open_session(const PlanFlags& flags, bool serving) {
                plan::format_plan(s.planned.plan, s.planned.spec, s.planned.source).c_str());
   if (!s.planned.plan.fits) return util::Error(s.planned.plan.refusal());
   HR_ASSIGN_OR_RETURN(s.engine,
-                      engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan));
+                      engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan,
+                                             {.projector = s.planned.projector}));
   for (const engine::AdapterFile& f : s.planned.adapters) {
     HR_ASSIGN_OR_RETURN(engine::AdapterInfo a, s.engine->adapters().load(f.name, f.path, f.scale));
     std::fprintf(stderr, "%s\n", describe_adapter(a).c_str());
@@ -98,16 +99,11 @@ util::Result<Session> open_session(const PlanFlags& flags, bool serving) {
   return s;
 }
 
-util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
-                                  const sample::SamplingParams& sampling, int max_tokens,
+util::Result<Generation> generate(Session& session, engine::Request r,
                                   const std::function<void(const std::string&)>& on_text) {
   Generation g;
   tokenizer::StreamDecoder decoder(*session.tokenizer);
   engine::Scheduler scheduler(*session.engine);
-  engine::Request r;
-  r.prompt = std::move(prompt);
-  r.max_tokens = max_tokens;
-  r.sampling = sampling;
   r.end_ids = session.tokenizer->end_of_generation();
   r.adapter = session.adapter;
   const tokenizer::Tokenizer& tok = *session.tokenizer;

@@ -51,9 +51,9 @@ struct Generation {
   bool interrupted = false;
 };
 
-// Generates from `prompt`, passing each piece of text to `on_text` as soon as it is whole UTF-8.
-util::Result<Generation> generate(Session& session, std::vector<int32_t> prompt,
-                                  const sample::SamplingParams& sampling, int max_tokens,
+// Generates from `request` (its prompt and media, sampling and max_tokens; the end tokens and
+// callbacks are set here), passing each piece of text to `on_text` as soon as it is whole UTF-8.
+util::Result<Generation> generate(Session& session, engine::Request request,
                                   const std::function<void(const std::string&)>& on_text);
 
 // The chat template: --chat-template NAME|FILE, else the one in the GGUF, else the built-in for the

@@ -8,6 +8,8 @@
 
 #include "commands.h"
 #include "engine/gpu.h"
+#include "mm/audio.h"
+#include "mm/image_preprocess.h"
 #include "model/synth.h"
 #include "util/log.h"
 #include "util/units.h"
@@ -56,6 +58,16 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
                 "With a GPU: keep MoE routers and experts on the host (they run on the CPU)");
   cmd->add_flag("--fit", f.fit,
                 "If the request does not fit, apply the fastest change that does (and say so)");
+  cmd->add_option("--mmproj", f.mmproj,
+                  "Gemma 4 projector GGUF (llama.cpp's mmproj): loads its image and audio "
+                  "encoders beside the model, as planned");
+  cmd->add_option("--image-tokens", f.image_tokens,
+                  "With --mmproj: soft tokens per image, 70, 140, 280, 560 or 1120 (default 280, "
+                  "the model's processor's; more reads small text better); the largest a run "
+                  "takes, 0 for no images");
+  cmd->add_option("--audio-seconds", f.audio_seconds,
+                  "With --mmproj: the longest audio clip, at most 30 (default 30 when the "
+                  "projector has an audio encoder); 0 for no audio");
   add_kernel_flags(cmd, f.kernels);
   add_lora_flags(cmd, f.lora, lora_slots);
 }
@@ -107,6 +119,24 @@ util::Result<std::shared_ptr<gguf::File>> open_shape(const std::string& shape,
   std::filesystem::remove(path);  // the mapping stays valid after the name is gone
   if (!file) return std::move(file).error();
   return std::make_shared<gguf::File>(std::move(*file));
+}
+
+}  // namespace
+
+namespace {
+
+// --mmproj and the limits its encoders are planned for (defaults: what the projector takes).
+util::Status add_projector(const PlanFlags& f, PlannedModel& m, plan::Request& r) {
+  if (f.mmproj.empty()) {
+    if (f.image_tokens > 0 || f.audio_seconds > 0)
+      return util::errorf("--image-tokens and --audio-seconds need --mmproj (a projector file)");
+    return {};
+  }
+  HR_ASSIGN_OR_RETURN(m.projector, engine::open_projector(f.mmproj));
+  const mm::ProjectorSpec& p = m.projector->spec;
+  r.image_tokens = f.image_tokens >= 0 ? f.image_tokens : p.vision ? mm::kDefaultImageTokens : 0;
+  r.audio_seconds = f.audio_seconds >= 0 ? f.audio_seconds : p.audio ? mm::kMaxAudioSeconds : 0;
+  return {};
 }
 
 }  // namespace
@@ -173,7 +203,13 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   if (!m.adapters.empty() && !f.shape.empty())
     return util::errorf("--lora is checked against the model's file: give -m, not --shape");
   HR_ASSIGN_OR_RETURN(r.lora, engine::adapter_limits(m.adapters, *m.file, m.spec, f.lora.slots));
-  HR_ASSIGN_OR_RETURN(m.plan, plan::plan_with_fit({*m.file, m.spec, devices}, r, f.fit));
+  HR_TRY(add_projector(f, m, r));
+  const plan::PlanInput in{.file = *m.file,
+                           .spec = m.spec,
+                           .devices = std::move(devices),
+                           .projector_file = m.projector ? m.projector->file.get() : nullptr,
+                           .projector = m.projector ? &m.projector->spec : nullptr};
+  HR_ASSIGN_OR_RETURN(m.plan, plan::plan_with_fit(in, r, f.fit));
   return m;
 }
 

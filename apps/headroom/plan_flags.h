@@ -8,6 +8,7 @@
 
 #include "commands.h"
 #include "engine/adapters.h"
+#include "engine/engine.h"
 #include "gguf/file.h"
 #include "lora_flags.h"
 #include "model/spec.h"
@@ -30,6 +31,10 @@ struct PlanFlags {
   bool fit = false;
   KernelFlags kernels;
   LoraFlags lora;
+  // A projector (images, audio): its encoders are planned and loaded beside the model.
+  std::string mmproj;
+  int image_tokens = -1;      // -1: the processor's 280 when the projector sees images, else 0
+  double audio_seconds = -1;  // -1: 30 s when the projector hears audio, else 0
 };
 
 // Registers the flags on `cmd`. `with_shape` adds --shape/--quant (plans without a file);
@@ -44,6 +49,7 @@ struct PlannedModel {
   std::string source;
   plan::Plan plan;
   std::vector<engine::AdapterFile> adapters;  // --lora, checked against the model
+  std::optional<engine::Projector> projector;  // --mmproj
 };
 
 // Opens the model and plans the request (applying --fit if asked). Errors are one line.

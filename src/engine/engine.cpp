@@ -8,6 +8,7 @@
 #include "engine/gpu.h"
 #include "kernels/cpu/backend.h"
 #include "kernels/ref/ref.h"
+#include "plan/media.h"
 #include "util/memory.h"
 #include "util/units.h"
 
@@ -31,12 +32,23 @@ util::Status check_gpu_plan(const plan::Plan& p, bool have_backend) {
 
 }  // namespace
 
+util::Result<Projector> open_projector(const std::string& path) {
+  HR_ASSIGN_OR_RETURN(gguf::File opened, gguf::File::open(path));
+  Projector p{.file = std::make_shared<gguf::File>(std::move(opened))};
+  HR_ASSIGN_OR_RETURN(p.spec, mm::projector_from_gguf(*p.file));
+  return p;
+}
+
 util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   util::reset_peak_rss();  // so verify()'s peak covers this engine's life, not what ran before
   const uint64_t rss_before = util::process_rss();
   HR_ASSIGN_OR_RETURN(gguf::File opened, gguf::File::open(options.model_path));
   auto file = std::make_shared<gguf::File>(std::move(opened));
   HR_ASSIGN_OR_RETURN(model::Spec spec, model::spec_from_gguf(*file));
+  std::optional<Projector> projector;
+  if (!options.mmproj_path.empty()) {
+    HR_ASSIGN_OR_RETURN(projector, open_projector(options.mmproj_path));
+  }
   plan::DeviceOptions device_options = options.devices;
   // The scalar reference kernels are a CPU baseline: they never run on a GPU.
   if (!device_options.gpu_backend && !options.request.reference_kernels)
@@ -44,11 +56,17 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   HR_ASSIGN_OR_RETURN(auto devices, plan::detect_devices(device_options));
   plan::Request request = options.request;
   HR_ASSIGN_OR_RETURN(request.lora, adapter_limits(options.adapters, *file, spec, request.lora));
-  HR_ASSIGN_OR_RETURN(plan::Plan p,
-                      plan::plan_with_fit({*file, spec, devices}, request, options.fit));
+  const plan::PlanInput in{.file = *file,
+                           .spec = spec,
+                           .devices = std::move(devices),
+                           .projector_file = projector ? projector->file.get() : nullptr,
+                           .projector = projector ? &projector->spec : nullptr};
+  HR_ASSIGN_OR_RETURN(plan::Plan p, plan::plan_with_fit(in, request, options.fit));
   if (!p.fits) return util::Error(p.refusal());
   HR_ASSIGN_OR_RETURN(auto engine, create(std::move(file), std::move(spec), std::move(p),
-                                          options.gpu_backend, options.trace));
+                                          {.gpu_backend = options.gpu_backend,
+                                           .trace = options.trace,
+                                           .projector = std::move(projector)}));
   for (const AdapterFile& a : options.adapters) {
     HR_TRY(engine->adapters().load(a.name, a.path, a.scale));
   }
@@ -58,24 +76,26 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
 
 util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File> file,
                                                      model::Spec spec, plan::Plan plan,
-                                                     const GpuBackendFactory& gpu_backend,
-                                                     model::TraceHook trace) {
+                                                     Parts parts) {
   std::unique_ptr<Engine> e(new Engine());
   e->rss_before_load_ = util::process_rss();
   e->file_ = std::move(file);
   e->spec_ = std::move(spec);
   e->plan_ = std::move(plan);
+  e->projector_ = std::move(parts.projector);
   const plan::Request& r = e->plan_.request;
   const model::Placement& placement = e->plan_.placement;
+  const plan::PlanInput in = e->plan_input();
   e->pool_ =
       std::make_unique<util::ThreadPool>(r.n_threads > 0 ? r.n_threads : plan::physical_cores());
   auto cpu_backend = [&] {
     return std::make_unique<kernels::cpu::CpuBackend>(*e->pool_, e->n_ubatch(),
-                                                      model::max_matmul_cols(e->spec_));
+                                                      plan::cpu_matmul_cols(in, r));
   };
+  const GpuBackendFactory& gpu_backend = parts.gpu_backend;
   model::LoadOptions load{.max_batch = e->n_ubatch(),
                           .placement = placement,
-                          .trace = std::move(trace),
+                          .trace = std::move(parts.trace),
                           .lora = r.lora};
   if (placement.main_device != 0) {
     HR_TRY(check_gpu_plan(e->plan_, static_cast<bool>(gpu_backend)));
@@ -96,7 +116,64 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
                       kv::Cache::create(model::kv_layers(e->spec_), e->plan_.kv_config,
                                         placement.main_device != 0 ? e->backend_.get() : nullptr,
                                         placement.layer_device));
+  HR_TRY(e->load_encoders());
   return e;
+}
+
+plan::PlanInput Engine::plan_input() const {
+  return {.file = *file_,
+          .spec = spec_,
+          .projector_file = projector_ ? projector_->file.get() : nullptr,
+          .projector = projector_ ? &projector_->spec : nullptr};
+}
+
+// The encoders as the plan prices them (plan/media.cpp): vision where the layers compute, audio on
+// the host — beside a GPU on a CPU backend of its own, sized for the encoders' matrix products.
+util::Status Engine::load_encoders() {
+  const plan::Request& r = plan_.request;
+  const mm::MediaLimits limits = plan::media_limits(r);
+  if (!projector_ || (limits.image_tokens <= 0 && limits.audio_seconds <= 0)) return {};
+  HR_TRY(mm::check_projector_fits(projector_->spec, spec_, file_->name()));
+  kernels::Backend* audio_ops = backend_.get();
+  if (limits.audio_seconds > 0 && !backend_->host_memory()) {
+    audio_backend_ = std::make_unique<kernels::cpu::CpuBackend>(
+        *pool_, n_ubatch(), plan::media_matmul_cols(plan_input(), r));
+    audio_ops = audio_backend_.get();
+  }
+  HR_ASSIGN_OR_RETURN(encoders_, mm::Encoders::load(*projector_->file, projector_->spec, limits,
+                                                    *backend_, *audio_ops));
+  media_rows_.assign(
+      static_cast<size_t>(plan::media_embedding_rows(plan_input(), r)) * spec_.n_embd, 0.0f);
+  return {};
+}
+
+util::Status Engine::takes(mm::MediaKind kind) const {
+  const bool image = kind == mm::MediaKind::kImage;
+  if (encoders_ &&
+      (image ? encoders_->limits().image_tokens > 0 : encoders_->limits().audio_seconds > 0))
+    return {};
+  return util::errorf(
+      "this model was loaded without {} input — start it with --mmproj and a projector that has {} "
+      "encoder{}",
+      mm::media_kind_name(kind), image ? "an image" : "an audio",
+      encoders_ ? (image ? " (and --image-tokens above 0)" : " (and --audio-seconds above 0)")
+                : "");
+}
+
+// Projector weights the encoders read in place from the file mapping (those on a host backend).
+MemoryCheck Engine::mapped_encoder_weights() const {
+  MemoryCheck m;
+  if (!encoders_) return m;
+  const mm::MediaLimits& limits = encoders_->limits();
+  for (const auto& t : projector_->file->tensors()) {
+    const bool mapped = (mm::held_by_encoder(t, mm::Tower::kVision) && limits.image_tokens > 0 &&
+                         backend_->host_memory()) ||
+                        (mm::held_by_encoder(t, mm::Tower::kAudio) && limits.audio_seconds > 0);
+    if (!mapped) continue;
+    m.allocated += t.n_bytes;
+    m.resident += util::resident_bytes(t.data.data(), t.data.size());
+  }
+  return m;
 }
 
 Verification Engine::verify() const {
@@ -114,6 +191,10 @@ Verification Engine::verify() const {
     weights.allocated += t->n_bytes;
     weights.resident += util::resident_bytes(t->data.data(), t->data.size());
   }
+  // The encoders' weights: placed in a GPU's memory, or read from the projector's mapping.
+  const MemoryCheck mapped = mapped_encoder_weights();
+  weights.allocated += mapped.allocated + (encoders_ ? encoders_->placed_weight_bytes() : 0);
+  weights.resident += mapped.resident + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   MemoryCheck kv{.name = "kv cache",
                  .planned = plan_.bytes_of(plan::ItemKind::kKvCache),
                  .allocated = cache_.bytes_allocated(),
@@ -122,9 +203,19 @@ Verification Engine::verify() const {
                   .planned = plan_.bytes_of(plan::ItemKind::kActivations),
                   .allocated = model_->workspace_bytes() + model_->staging_bytes() +
                                backend_->scratch_bytes() +
-                               (host_backend_ ? host_backend_->scratch_bytes() : 0)};
+                               (host_backend_ ? host_backend_->scratch_bytes() : 0) +
+                               (encoders_ ? encoders_->workspace_bytes() : 0) +
+                               (audio_backend_ ? audio_backend_->scratch_bytes() : 0)};
   act.resident = act.allocated;
   v.classes = {weights, kv, act};
+  if (encoders_) {
+    MemoryCheck media{.name = "media rows",
+                      .allocated = media_rows_.size() * sizeof(float),
+                      .resident = media_rows_.size() * sizeof(float)};
+    for (const auto& item : plan_.items)
+      media.planned += item.name == plan::kMediaEmbeddingsItem ? item.bytes : 0;
+    v.classes.push_back(media);
+  }
   for (const auto& c : v.classes) {
     v.planned_total += c.planned;
     v.allocated_total += c.allocated;

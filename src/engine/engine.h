@@ -5,6 +5,8 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -12,6 +14,8 @@
 #include "gguf/file.h"
 #include "kernels/ops.h"
 #include "kv/cache.h"
+#include "mm/encoders.h"
+#include "mm/projector.h"
 #include "model/model.h"
 #include "model/spec.h"
 #include "plan/planner.h"
@@ -23,9 +27,20 @@ namespace engine {
 // Makes the backend of GPU `index`.
 using GpuBackendFactory = std::function<util::Result<std::unique_ptr<kernels::Backend>>(int index)>;
 
+// A projector (--mmproj: Gemma 4's image and audio encoders) loaded beside the text model.
+struct Projector {
+  std::shared_ptr<gguf::File> file;
+  mm::ProjectorSpec spec;
+};
+// Opens a projector file and reads its encoders' description; errors are one line.
+util::Result<Projector> open_projector(const std::string& path);
+
 // What loading a model needs besides the request the planner answers.
 struct EngineOptions {
   std::string model_path;
+  // A projector whose encoders the run loads, sized by request.image_tokens and
+  // request.audio_seconds (0 leaves a modality off); empty: none.
+  std::string mmproj_path;
   plan::Request request;
   bool fit = false;  // apply the fastest alternative when the request does not fit
   plan::DeviceOptions devices{.probe = false};
@@ -65,10 +80,15 @@ class Engine {
   // Opens the model, plans the request, refuses (with the plan's alternatives) if it does not
   // fit, and allocates exactly the plan.
   static util::Result<std::unique_ptr<Engine>> load(const EngineOptions& options);
+  // What create() takes besides the model and its plan.
+  struct Parts {
+    GpuBackendFactory gpu_backend;  // null: this build's (engine/gpu.h)
+    model::TraceHook trace;
+    std::optional<Projector> projector;  // the one the plan was made with, if any
+  };
   static util::Result<std::unique_ptr<Engine>> create(std::shared_ptr<gguf::File> file,
                                                       model::Spec spec, plan::Plan plan,
-                                                      const GpuBackendFactory& gpu_backend = {},
-                                                      model::TraceHook trace = {});
+                                                      Parts parts = {});
 
   const model::Spec& spec() const { return spec_; }
   const gguf::File& file() const { return *file_; }
@@ -84,12 +104,29 @@ class Engine {
   int n_slots() const { return cache_.config().n_slots; }
   // The CPU thread count.
   int n_threads() const { return pool_->size(); }
+  // The projector's encoders, sized as planned; null without a projector.
+  mm::Encoders* encoders() { return encoders_.get(); }
+  const mm::Encoders* encoders() const { return encoders_.get(); }
+  // Whether this run takes images (or audio): an error saying how to start one that does if not.
+  util::Status takes(mm::MediaKind kind) const;
+  // Host rows a micro-batch's media embeddings are encoded into: [n_ubatch][n_embd]; and rows
+  // that hold one medium encoded whole, [largest medium's tokens][n_embd], for a micro-batch that
+  // takes only its end (plan/media.h, "media embeddings"). Empty without encoders.
+  std::span<float> media_rows() {
+    return std::span(media_rows_).first(media_rows_.empty() ? 0 : n_ubatch() * spec_.n_embd);
+  }
+  std::span<float> media_whole() {
+    return std::span(media_rows_).subspan(media_rows_.empty() ? 0 : n_ubatch() * spec_.n_embd);
+  }
 
   // Compares what the allocators hold, and which of it is resident, with the plan, per class.
   Verification verify() const;
 
  private:
   Engine() = default;
+  plan::PlanInput plan_input() const;
+  util::Status load_encoders();
+  MemoryCheck mapped_encoder_weights() const;
   std::shared_ptr<gguf::File> file_;
   model::Spec spec_;
   plan::Plan plan_;
@@ -99,6 +136,12 @@ class Engine {
   std::unique_ptr<model::Model> model_;
   std::unique_ptr<Adapters> adapters_;
   kv::Cache cache_;
+  std::optional<Projector> projector_;
+  // Beside a GPU the audio encoder runs on a CPU backend of its own (its ops compute in host
+  // memory); on the CPU it shares backend_.
+  std::unique_ptr<kernels::Backend> audio_backend_;
+  std::unique_ptr<mm::Encoders> encoders_;
+  std::vector<float> media_rows_;
   uint64_t rss_before_load_ = 0;
 };
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mm/media.h"
 #include "sample/logprobs.h"
 #include "sample/sampler.h"
 
@@ -34,6 +35,10 @@ struct RequestStats {
 
 struct Request {
   std::vector<int32_t> prompt;
+  // Images and audio clips in the prompt (mm::expand_media makes the prompt and these): each
+  // span's soft tokens take its medium's embeddings, encoded when the span is evaluated — always
+  // in one micro-batch. Sorted by position; the engine must have encoders for their kinds.
+  std::vector<mm::MediaSpan> media;
   // Tokens to generate: -1 until an end token or the context is full; 0 evaluates the prompt only
   // (its K/V stay in the prefix cache; prompt_logits sees its logits).
   int max_tokens = -1;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
+#include <string>
 
 namespace engine {
 
@@ -25,6 +26,49 @@ std::string_view finish_reason_name(FinishReason reason) {
 }
 
 namespace {
+
+// The prefix cache's key for soft token i of a medium: the soft tokens' ids are the same for every
+// image (or clip), so the cache compares these instead — negative, never a vocabulary id, and
+// different for different media (30 bits of the content hash mixed with i per position).
+int32_t media_key(uint64_t hash, int i) {
+  uint64_t z = hash + 0x9e3779b97f4a7c15ull * static_cast<uint64_t>(i + 1);  // splitmix64
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  return -2 - static_cast<int32_t>(z >> 34);
+}
+
+// The one-line reason a request's media cannot run here, or empty.
+std::string check_media(const Request& r, const Engine& engine) {
+  const mm::Encoders* encoders = engine.encoders();
+  int end = 0;
+  for (const mm::MediaSpan& span : r.media) {
+    if (!span.media || span.n_tokens != span.media->n_tokens || span.n_tokens <= 0 ||
+        span.first < end || span.first + span.n_tokens > static_cast<int>(r.prompt.size()))
+      return "the request's media spans do not match its prompt (make both with mm::expand_media)";
+    end = span.first + span.n_tokens;
+    if (util::Status takes = engine.takes(span.media->kind); !takes) return takes.error().message();
+    const bool image = span.media->kind == mm::MediaKind::kImage;
+    const mm::MediaLimits& limits = encoders->limits();
+    const int most =
+        image ? limits.image_tokens : mm::AudioEncoder::max_tokens(limits.audio_seconds);
+    if (span.n_tokens > most) {
+      return fmt::format("{} of {} tokens is larger than this run takes ({} at most) — {}",
+                         image ? "an image" : "a clip", span.n_tokens, most,
+                         image
+                             ? "ask for fewer image tokens or restart with a larger --image-tokens"
+                             : "send a shorter clip or restart with a larger --audio-seconds");
+    }
+    if (span.n_tokens > engine.n_ubatch()) {
+      return fmt::format(
+          "{} of {} tokens does not fit the micro-batch of {} (it is never split) — raise "
+          "--ubatch",
+          image ? "an image" : "a clip", span.n_tokens, engine.n_ubatch());
+    }
+  }
+  return {};
+}
+
 double seconds(Clock::time_point a, Clock::time_point b) {
   return a == Clock::time_point{} || b == Clock::time_point{}
              ? 0.0
@@ -66,15 +110,47 @@ struct Scheduler::Sequence {
   float adapter_scale = 0;
   uint64_t prefix_context = 0;
 
+  // With media: the tokens as the prefix cache keys them, each soft token keyed by its medium.
+  std::vector<int32_t> keys;
+
   Sequence(int id_, Request r) : id(id_), request(std::move(r)), sampler(request.sampling) {
     if (request.on_logprobs) logprobs.emplace(request.n_top_logprobs);
     tokens = request.prompt;
     stats.n_prompt = static_cast<int>(tokens.size());
     stats.submitted = Clock::now();
+    if (request.media.empty()) return;
+    keys = tokens;
+    for (const mm::MediaSpan& span : request.media) {
+      for (int i = 0; i < span.n_tokens; ++i) keys[span.first + i] = media_key(span.media->hash, i);
+    }
   }
   // Tokens still to evaluate before the next sample: the rest of the prompt, or the last pick.
   int pending() const { return static_cast<int>(tokens.size()) - n_computed; }
   bool all_logits() const { return static_cast<bool>(request.prompt_logits); }
+  std::span<const int32_t> cache_keys() const {
+    return request.media.empty() ? std::span<const int32_t>(tokens) : keys;
+  }
+  void append(int32_t token) {
+    tokens.push_back(token);
+    if (!request.media.empty()) keys.push_back(token);
+  }
+  // The medium whose soft tokens include position `pos`, or null.
+  const mm::MediaSpan* media_at(int pos) const {
+    for (const mm::MediaSpan& span : request.media) {
+      if (pos >= span.first && pos <= span.last()) return &span;
+    }
+    return nullptr;
+  }
+  // The most of the next n tokens that end outside every medium: a medium (what is left of it
+  // after a reused prefix) is evaluated in one micro-batch — an image's tokens may see each other
+  // both ways — so a chunk ends before one it cannot hold, and holds nothing when it starts at one.
+  int whole_media(int n) const {
+    for (const mm::MediaSpan& span : request.media) {
+      const int start = std::max(span.first, n_computed);
+      if (start < n_computed + n && span.last() >= n_computed + n) return start - n_computed;
+    }
+    return n;
+  }
 };
 
 Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
@@ -88,6 +164,9 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
   batch_adapter_.resize(n);
   batch_scale_.resize(n);
   batch_owner_.resize(n);
+  batch_embedded_.resize(n);
+  batch_from_.resize(n);
+  batch_until_.resize(n);
   // The logits rows one step computes, exactly as the plan counts them.
   const size_t logit_rows = plan::logit_rows(engine_.plan().request);
   top_ids_.resize(logit_rows * model::Outputs::kMaxTopK);
@@ -120,6 +199,8 @@ SubmitResult Scheduler::submit(Request request) {
                         "raise --ctx",
                         n_prompt, n_ctx)};
   }
+  if (std::string media = check_media(request, engine_); !media.empty())
+    return {-1, Refusal::kInvalid, std::move(media)};
   if (request.prompt_logits && !engine_.plan().request.logits_all_positions) {
     return {-1, Refusal::kInvalid,
             "logits of every prompt position need an engine planned for them "
@@ -193,12 +274,19 @@ void Scheduler::finish(Sequence& seq, FinishReason reason, const std::string& er
 bool Scheduler::admit_one(Sequence& seq, int slot) {
   kv::Cache& cache = engine_.cache();
   const bool resuming = seq.stats.admitted != Clock::time_point{};
-  std::span<const int32_t> known = seq.tokens;
+  std::span<const int32_t> known = seq.cache_keys();
   // A resumed request whose prompt logits are wanted recomputes what it has not reported yet.
   if (resuming && seq.all_logits())
     known = known.first(std::min(known.size(), size_t(seq.n_reported) + 1));
-  const int reused =
+  int reused =
       seq.request.reuse_prefix ? cache.reuse_prefix(slot, known, seq.prefix_context) : 0;
+  // A reused prefix never ends inside an image seen both ways: its rest would need keys of it
+  // the sliding layers' window no longer holds. (The rest of a causal medium is evaluated alone.)
+  while (const mm::MediaSpan* cut = reused > 0 ? seq.media_at(reused) : nullptr) {
+    if (cut->first == reused || !cut->both_ways) break;
+    cache.release(slot);
+    reused = cache.reuse_prefix(slot, known.first(cut->first + 1), seq.prefix_context);
+  }
   const int n = static_cast<int>(seq.tokens.size());
   if (!cache.can_reserve(slot, n, static_cast<int>(running_.size()))) {
     cache.release(slot);
@@ -226,11 +314,13 @@ bool Scheduler::waits_for_a_prefill(const Sequence& seq) const {
   const int block = cache.config().block_cells;
   for (const auto& r : running_) {
     if (r->slot < 0 || !r->request.reuse_prefix || r->n_computed >= r->stats.n_prompt) continue;
+    // Only blocks cached under the same adapter and the same media can be shared.
+    if (r->prefix_context != seq.prefix_context) continue;
+    const std::span<const int32_t> mine = seq.cache_keys(), theirs = r->cache_keys();
     // Reuse leaves the last token to evaluate, and only whole blocks of r's prompt are shared.
-    const size_t limit = std::min(seq.tokens.size() - 1, static_cast<size_t>(r->stats.n_prompt));
+    const size_t limit = std::min(mine.size() - 1, static_cast<size_t>(r->stats.n_prompt));
     const auto common = static_cast<int>(
-        std::mismatch(seq.tokens.begin(), seq.tokens.begin() + limit, r->tokens.begin()).first -
-        seq.tokens.begin());
+        std::mismatch(mine.begin(), mine.begin() + limit, theirs.begin()).first - mine.begin());
     const int shared = common / block * block;
     if (shared > 0 && r->n_computed < shared) return true;
   }
@@ -268,10 +358,46 @@ void Scheduler::choose_tokens(StepStats& stats) {
   }
   for (auto& s : running_) {
     if (s->pending() > 1 && n < budget) {
-      s->n_scheduled = std::min(s->pending(), budget - n);
+      s->n_scheduled = s->whole_media(std::min(s->pending(), budget - n));
       n += s->n_scheduled;
       stats.n_prefill_tokens += s->n_scheduled;
     }
+  }
+}
+
+// Encodes the media this step evaluates into the engine's media rows, at the batch rows their
+// soft tokens take (sequences in running_ order, each one's tokens together, as assemble_batch
+// lays them out). A medium a reused prefix ends inside is encoded whole aside and its rest copied.
+// A sequence whose medium fails to encode ends with the error and evaluates nothing.
+void Scheduler::encode_media() {
+  mm::Encoders* encoders = engine_.encoders();
+  if (encoders == nullptr) return;
+  const size_t H = static_cast<size_t>(engine_.spec().n_embd);
+  int row = 0;
+  for (auto& s : running_) {
+    Sequence& seq = *s;
+    if (seq.n_scheduled == 0) continue;
+    util::Status status;
+    for (const mm::MediaSpan& span : seq.request.media) {
+      const int begin = std::max(span.first, seq.n_computed);
+      if (span.last() < begin || begin >= seq.n_computed + seq.n_scheduled) continue;
+      const auto rows = engine_.media_rows().subspan((row + begin - seq.n_computed) * H,
+                                                     (span.last() + 1 - begin) * H);
+      if (begin == span.first) {
+        status = encoders->encode(*span.media, rows);
+      } else {
+        const auto whole = engine_.media_whole().first(span.n_tokens * H);
+        status = encoders->encode(*span.media, whole);
+        std::copy(whole.end() - rows.size(), whole.end(), rows.begin());
+      }
+      if (!status) break;
+    }
+    if (!status) {
+      seq.n_scheduled = 0;
+      finish(seq, FinishReason::kError, status.error().message());
+      continue;
+    }
+    row += seq.n_scheduled;
   }
 }
 
@@ -316,6 +442,7 @@ void Scheduler::make_room(StepStats& stats) {
 
 int Scheduler::assemble_batch() {
   int n = 0;
+  batch_has_media_ = batch_sees_images_ = false;
   for (auto& s : running_) {
     Sequence& seq = *s;
     for (int i = 0; i < seq.n_scheduled; ++i) {
@@ -325,6 +452,12 @@ int Scheduler::assemble_batch() {
       batch_slot_[n] = seq.slot;
       batch_adapter_[n] = seq.adapter_slot;
       batch_scale_[n] = seq.adapter_scale;
+      const mm::MediaSpan* medium = seq.media_at(pos);
+      batch_embedded_[n] = medium != nullptr;
+      batch_from_[n] = medium && medium->both_ways ? medium->first : pos;
+      batch_until_[n] = medium && medium->both_ways ? medium->last() : pos;
+      batch_has_media_ |= medium != nullptr;
+      batch_sees_images_ |= medium && medium->both_ways;
       const bool last = pos == static_cast<int>(seq.tokens.size()) - 1;
       const bool out = last || (seq.all_logits() && pos < seq.stats.n_prompt);
       batch_output_[n] = out;
@@ -364,7 +497,7 @@ void Scheduler::sample(int n_batch, int k) {
                                 : seq->sampler.sample(logits, seq->tokens);
     if (seq->n_generated == 0) seq->stats.first_token = Clock::now();
     ++seq->n_generated;
-    seq->tokens.push_back(token);
+    seq->append(token);
     if (seq->logprobs) seq->request.on_logprobs(seq->logprobs->of(token));
     const bool keep =
         !seq->request.on_token || seq->request.on_token(token, seq->sampler.last_probability());
@@ -392,6 +525,7 @@ util::Result<StepStats> Scheduler::step() {
   if (running_.empty()) return stats;
   choose_tokens(stats);
   make_room(stats);
+  encode_media();
   const int n = assemble_batch();
   if (n == 0) return stats;  // everything scheduled was preempted; the next step resumes it
   stats.n_tokens = n;
@@ -405,6 +539,14 @@ util::Result<StepStats> Scheduler::step() {
                   [](int32_t a) { return a >= 0; })) {
     batch.adapter = std::span(batch_adapter_).first(n);
     batch.adapter_scale = std::span(batch_scale_).first(n);
+  }
+  if (batch_has_media_) {
+    batch.embedded = std::span(batch_embedded_).first(n);
+    batch.embeddings = engine_.media_rows().first(static_cast<size_t>(n) * engine_.spec().n_embd);
+  }
+  if (batch_sees_images_) {
+    batch.attend_from = std::span(batch_from_).first(n);
+    batch.attend_until = std::span(batch_until_).first(n);
   }
   const int k = selection_size(n);
   auto status = engine_.model().forward(batch, engine_.cache(),
@@ -421,7 +563,7 @@ util::Result<StepStats> Scheduler::step() {
   for (auto& s : running_) {
     s->n_computed += s->n_scheduled;
     if (s->n_scheduled > 0)
-      engine_.cache().commit(s->slot, s->tokens, s->n_computed, s->prefix_context);
+      engine_.cache().commit(s->slot, s->cache_keys(), s->n_computed, s->prefix_context);
   }
   sample(n, k);
   std::erase_if(running_, [](const auto& s) { return s->slot < 0; });
@@ -476,6 +618,7 @@ util::Status run_until_idle(Scheduler& scheduler) {
 }
 
 util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids,
+                                               std::span<const mm::MediaSpan> media,
                                                const std::string& adapter) {
   const size_t n_vocab = engine.spec().n_vocab;
   std::vector<float> logits(ids.size() * n_vocab);
@@ -483,6 +626,7 @@ util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const i
   Request r;
   r.prompt.assign(ids.begin(), ids.end());
   r.adapter = adapter;
+  r.media.assign(media.begin(), media.end());
   r.max_tokens = 0;
   r.reuse_prefix = false;
   r.prompt_logits = [&](int pos, std::span<const float> row) {

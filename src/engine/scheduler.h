@@ -77,6 +77,7 @@ class Scheduler {
   bool waits_for_a_prefill(const Sequence& seq) const;
   void choose_tokens(StepStats& stats);
   void make_room(StepStats& stats);
+  void encode_media();
   void preempt(Sequence& seq);
   int assemble_batch();
   int selection_size(int n_batch) const;
@@ -97,6 +98,11 @@ class Scheduler {
   std::vector<int32_t> batch_adapter_;  // model slot per token, −1: none
   std::vector<float> batch_scale_;
   std::vector<Sequence*> batch_owner_;  // sequence whose logits row this output is
+  // Media in the batch: rows whose input is an embedding, and the image each row sees both ways
+  // on sliding layers (model::Batch); used only when some row is a soft token (of such an image).
+  std::vector<uint8_t> batch_embedded_;
+  std::vector<int32_t> batch_from_, batch_until_;
+  bool batch_has_media_ = false, batch_sees_images_ = false;
   std::vector<float> logits_;
   std::vector<int32_t> top_ids_;  // [logit rows][kMaxTopK] when a step samples from selections
   std::vector<float> top_logits_;
@@ -105,10 +111,11 @@ class Scheduler {
 // Steps `scheduler` until every request it holds has ended.
 util::Status run_until_idle(Scheduler& scheduler);
 
-// The logits after every position of `ids` ([ids.size()][n_vocab]): one request through a
-// Scheduler of its own, on an engine planned with logits_all_positions, under the LoRA adapter
-// named `adapter` (empty: the base model).
+// The logits after every position of `ids` ([ids.size()][n_vocab]), its media in place: one
+// request through a Scheduler of its own, on an engine planned with logits_all_positions, under the
+// LoRA adapter named `adapter` (empty: the base model).
 util::Result<std::vector<float>> prompt_logits(Engine& engine, std::span<const int32_t> ids,
+                                               std::span<const mm::MediaSpan> media = {},
                                                const std::string& adapter = {});
 
 }  // namespace engine

@@ -66,9 +66,11 @@ struct AttentionBatch {
   const KvSpan* const* kv = nullptr;  // [T] the cache each token attends to
   int window = 0;                     // 0: causal over all keys; W: only keys in (pos − W, pos]
   float scale = 1.0f;                 // multiplies q·k
-  // [T] or null. A token inside an image its model sees both ways (Gemma 4 31B/26B) also sees
-  // the keys after it up to attend_until[t] (the image's last position); the window then bounds
-  // both sides: |p − pos| < W. Equal to pos[t] for every other token.
+  // [T] each, or both null. A token inside an image its model sees both ways (Gemma 4 31B/26B, on
+  // sliding layers) also sees every key of that image, [attend_from[t], attend_until[t]] (its
+  // first and last positions), whatever the window — Hugging Face's mask for image groups, OR'ed
+  // with the causal one. Both equal to pos[t] for every other token.
+  const int32_t* attend_from = nullptr;
   const int32_t* attend_until = nullptr;
   // The 8-bit form of `out` (act_q8.h) for the matmul after it, or null.
   void* out_q8 = nullptr;
@@ -81,11 +83,14 @@ struct AttentionBatch {
 // The most chunks a device splits one query head's context into (AttentionBatch::partials).
 inline constexpr int kAttnMaxSplits = 16;
 
-// Whether a cache cell holding position p (−1: empty) is visible to a query at q_pos that may
-// see up to `until` (≥ q_pos): the rule every attention kernel applies (AttentionBatch).
-HR_HOST_DEVICE inline bool key_visible(int32_t p, int32_t q_pos, int32_t until, int window) {
-  if (p < 0 || p > (until > q_pos ? until : q_pos)) return false;
-  return window == 0 || (p > q_pos - window && p < q_pos + window);
+// Whether a cache cell holding position p (−1: empty) is visible to a query at q_pos whose image
+// spans [from, until] (from = until = q_pos outside images): the rule every attention kernel
+// applies (AttentionBatch).
+HR_HOST_DEVICE inline bool key_visible(int32_t p, int32_t q_pos, int32_t from, int32_t until,
+                                       int window) {
+  if (p < 0) return false;
+  if (p >= from && p <= until) return true;
+  return p <= q_pos && (window == 0 || p > q_pos - window);
 }
 
 // Where one token's new K and V rows go in the cache.

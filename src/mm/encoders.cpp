@@ -13,7 +13,7 @@ constexpr uint64_t kDecodeBlockFloats = 4096 * 64;
 
 uint64_t tower_weight_bytes(const gguf::File& file, Tower tower) {
   uint64_t bytes = 0;
-  for (const auto& t : file.tensors()) bytes += tower_of(t.name) == tower ? t.n_bytes : 0;
+  for (const auto& t : file.tensors()) bytes += held_by_encoder(t, tower) ? t.n_bytes : 0;
   return bytes;
 }
 
@@ -39,7 +39,6 @@ util::Status check_limits(const ProjectorSpec& projector, const MediaLimits& lim
 EncoderCosts encoder_costs(const gguf::File& file, const ProjectorSpec& projector,
                            const MediaLimits& limits) {
   EncoderCosts c;
-  const uint64_t H = projector.n_embd_text;
   if (projector.vision && limits.image_tokens > 0) {
     const VisionSpec& v = *projector.vision;
     c.max_image_tokens = limits.image_tokens;
@@ -52,11 +51,11 @@ EncoderCosts encoder_costs(const gguf::File& file, const ProjectorSpec& projecto
         uint64_t{static_cast<unsigned>(limits.image_tokens)} * v.pooling * v.pooling;
     const uint64_t resized_pixels = patches * v.patch_size * v.patch_size;
     // Decoded RGB, a progressive JPEG's coefficients (decode_image's libjpeg limit), the resize's
-    // intermediate and result, the patches the encoder reads, the embeddings it writes.
+    // intermediate and result, the patches the encoder reads. (The embeddings it writes are the
+    // engine's, planned with the batch's: plan/media.h.)
     c.preparation += kMaxImagePixels * 3 + kMaxImagePixels * 6 + (16u << 20);
     c.preparation += std::max<uint64_t>(kMaxImagePixels, resized_pixels) * 3 + resized_pixels * 3;
     c.preparation += patches * v.patch_values() * sizeof(float);
-    c.preparation += uint64_t{static_cast<unsigned>(limits.image_tokens)} * H * sizeof(float);
   }
   if (projector.audio && limits.audio_seconds > 0) {
     const AudioSpec& a = *projector.audio;
@@ -71,8 +70,7 @@ EncoderCosts encoder_costs(const gguf::File& file, const ProjectorSpec& projecto
     const uint64_t frames = seconds * 16000 / 160 + 2;
     c.preparation = std::max(
         c.preparation, (seconds * kMaxSourceRate + kDecodeBlockFloats) * sizeof(float) +
-                           seconds * 16000 * sizeof(float) * 2 + frames * a.n_mel * sizeof(float) +
-                           uint64_t{static_cast<unsigned>(c.max_audio_tokens)} * H * sizeof(float));
+                           seconds * 16000 * sizeof(float) * 2 + frames * a.n_mel * sizeof(float));
   }
   return c;
 }

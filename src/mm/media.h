@@ -67,7 +67,7 @@ struct MediaSpan {
 // Whether a text model attends among one image's tokens both ways. Hugging Face's configs set
 // use_bidirectional_attention "vision" for Gemma 4 31B and 26B-A4B and leave it off for E2B/E4B;
 // the GGUF does not carry it, so it is told by the per-layer embeddings only E2B/E4B have. Only
-// sliding layers see an image both ways (within their window); full layers stay causal.
+// sliding layers see an image both ways (all of it, whatever the window); full layers stay causal.
 bool sees_images_both_ways(const model::Spec& text);
 
 // Widens each placeholder of `ids` (tokens.image / tokens.audio) into its medium's span, taking

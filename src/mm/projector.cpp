@@ -229,6 +229,10 @@ Tower tower_of(std::string_view name) {
   return Tower::kOther;
 }
 
+bool held_by_encoder(const gguf::TensorInfo& tensor, Tower tower) {
+  return tower_of(tensor.name) == tower && tensor.n_elements > 1;
+}
+
 std::string_view tower_name(Tower tower) {
   switch (tower) {
     case Tower::kVision:

@@ -77,6 +77,10 @@ util::Status check_projector_fits(const ProjectorSpec& projector, const model::S
 // Which encoder a projector tensor belongs to (the embedder counts with its encoder).
 enum class Tower { kVision, kAudio, kOther };
 Tower tower_of(std::string_view tensor_name);
+// Whether an encoder holds a tensor of its tower while it runs (in the file mapping or placed in a
+// device's memory): all but the one-value ones (clip bounds, scales), whose values it reads once
+// into its own parameters. What the plan prices as the tower's weights.
+bool held_by_encoder(const gguf::TensorInfo& tensor, Tower tower);
 std::string_view tower_name(Tower tower);
 
 }  // namespace mm

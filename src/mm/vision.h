@@ -39,7 +39,10 @@ class VisionEncoder {
 
   int max_tokens() const { return max_tokens_; }
   size_t workspace_bytes() const { return workspace_.size(); }
-  size_t placed_weight_bytes() const { return weights_.placed_bytes(); }
+  // Weights in the backend's memory: those placed, and −std_bias in place of std_bias.
+  size_t placed_weight_bytes() const {
+    return weights_.placed_bytes() + (ops_.host_memory() ? 0 : neg_std_bias_.size());
+  }
 
   ~VisionEncoder();
 

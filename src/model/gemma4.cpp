@@ -252,6 +252,7 @@ util::Status Gemma4::bind(const gguf::File& file, kernels::Backend& ops,
 
 // §2.2: p_l = (RMSNorm(per_layer_model_proj·x0 / √H; proj_norm) + per_layer_token_embd[t]·√P) / √2
 // The table lookup runs where the table is (the host lane with ple_on_host); the rest on main.
+// A soft token reads the pad token's row (kEmbeddedRowToken) and projects its medium's embedding.
 void Gemma4::per_layer_inputs(const Batch& batch) {
   const int T = batch.size();
   const int64_t H = spec_.n_embd, P = spec_.n_embd_per_layer, LP = P * spec_.n_layer;
@@ -322,6 +323,10 @@ void Gemma4::attention(L& lane, const LayerSpec& l, const LayerWeights& w, const
                  .kv = stage.kv_spans(l.il),
                  .window = l.window,
                  .scale = spec_.attention_scale,
+                 // Hugging Face's Gemma 4 lets an image's tokens see each other both ways on
+                 // sliding layers only; full layers stay causal.
+                 .attend_from = l.is_sliding() ? stage.attend_from() : nullptr,
+                 .attend_until = l.is_sliding() ? stage.attend_until() : nullptr,
                  .out_q8 = lanes_.q8(lane, s.att_q8, T, l.q_dim()),
                  .partials = lanes_.decoding(lane, T) ? s.attn_partials : nullptr});
   ops.matmuls(std::array{kernels::MatmulOut{w.wo, s.xb2}}.data(), 1,
@@ -514,8 +519,9 @@ util::Status Gemma4::forward(const Batch& batch, kv::Cache& cache, const Outputs
   lanes_.begin(batch, cache, out);
 
   L& m = lanes_.main();
-  // §2.1: x0 = E[t]·√H
+  // §2.1: x0 = E[t]·√H; a soft token's x0 is its medium's embedding, unscaled (§2.1).
   m.ops->get_rows(token_embd_, m.stage.tokens(), T, spec_.embed_scale, m.s.x);
+  lanes_.embed_rows(m, batch, m.s.x, H);
   lanes_.trace(m, m.s.x, T, H, "inp_embd");
   if (spec_.n_embd_per_layer > 0) per_layer_inputs(batch);
   L* at = &m;

@@ -191,6 +191,32 @@ class Lanes {
     if (!s && error_.ok()) error_ = std::move(s);
   }
 
+  // Rows of the residual stream x ([T][n_embd] in `lane`'s memory) whose input is an embedding
+  // (Batch::embedded) take it, after the token embeddings were gathered: one copy per run of such
+  // rows. Failures surface in status().
+  void embed_rows(L& lane, const Batch& batch, float* x, int64_t n_embd) {
+    if (!batch.has_embeddings()) return;
+    const int T = batch.size();
+    for (int first = 0; first < T;) {
+      if (!batch.embedded[first]) {
+        ++first;
+        continue;
+      }
+      int end = first + 1;
+      while (end < T && batch.embedded[end]) ++end;
+      const size_t offset = static_cast<size_t>(first) * n_embd;
+      const size_t bytes = static_cast<size_t>(end - first) * n_embd * sizeof(float);
+      if (lane.ops->host_memory()) {
+        std::memcpy(x + offset, batch.embeddings.data() + offset, bytes);
+      } else if (util::Status s =
+                     lane.ops->upload(x + offset, batch.embeddings.data() + offset, bytes);
+                 !s && error_.ok()) {
+        error_ = std::move(s);
+      }
+      first = end;
+    }
+  }
+
   // Hands the intermediate `name` of layer il — rows [n_tokens][width] at x in `lane`'s memory —
   // to the trace hook, read back first when the lane is a device's. Without a hook: nothing.
   void trace(L& lane, const float* x, int n_tokens, int64_t width, std::string_view name,

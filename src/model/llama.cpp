@@ -129,9 +129,10 @@ class Llama final : public Model {
     for (int t = 0; t < T; ++t) cache.set_position(batch.slot[t], batch.pos[t]);
     lanes_.begin(batch, cache, out);
 
-    // x = token_embd[tokens]
+    // x = token_embd[tokens], or a row's own embedding (Batch::embedded)
     L& m = lanes_.main();
     m.ops->get_rows(token_embd_, m.stage.tokens(), T, 1.0f, m.s.x);
+    lanes_.embed_rows(m, batch, m.s.x, H);
     lanes_.trace(m, m.s.x, T, H, "inp_embd");
     L* at = &m;
     bool normed = false;  // xb holds this layer's attention input, made by the layer before

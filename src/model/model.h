@@ -32,11 +32,26 @@ struct Batch {
   // base model) and its scale. Both empty when no token of the batch uses an adapter.
   std::span<const int32_t> adapter;      // [T]
   std::span<const float> adapter_scale;  // [T]
+  // Rows whose input is an embedding instead of a token's (the soft tokens of an image or audio
+  // clip, mm/): where embedded[t] is 1, row t of `embeddings` ([T][n_embd], host memory) is the
+  // row's input as it is — not scaled like a token's embedding. Both empty: every row is a token.
+  std::span<const uint8_t> embedded;
+  std::span<const float> embeddings;
+  // [T] each, or both empty: the image each token sees both ways on sliding-window layers, its
+  // first and last positions (kernels::AttentionBatch::attend_from/attend_until) — its own
+  // position for a token outside such an image. Empty: every token is causal.
+  std::span<const int32_t> attend_from, attend_until;
   int size() const { return static_cast<int>(tokens.size()); }
   bool has_adapters() const {
     return std::any_of(adapter.begin(), adapter.end(), [](int32_t a) { return a >= 0; });
   }
+  bool has_embeddings() const { return !embedded.empty(); }
 };
+
+// The token id the ops see for a row whose input is an embedding: what a model's per-token tables
+// read there. Gemma 4's per-layer inputs take the pad token's row (0) for soft tokens, as Hugging
+// Face's Gemma4Model (pad_token_id in place of the placeholder) and llama.cpp (row 0) do.
+inline constexpr int32_t kEmbeddedRowToken = 0;
 
 // What a forward pass hands back for the rows that want output (Batch::output), in batch order.
 struct Outputs {

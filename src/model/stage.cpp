@@ -30,7 +30,9 @@ StepLayout StepLayout::of(int n_layer, int n_tokens) {
   s.n_pieces = 0;
   s.tokens = aligned(s.n_pieces + sizeof(int32_t));
   s.pos = aligned(s.tokens + T * sizeof(int32_t));
-  s.kv_dst = aligned(s.pos + T * sizeof(int32_t));
+  s.attend_from = aligned(s.pos + T * sizeof(int32_t));
+  s.attend_until = aligned(s.attend_from + T * sizeof(int32_t));
+  s.kv_dst = aligned(s.attend_until + T * sizeof(int32_t));
   s.kv_span = aligned(s.kv_dst + L * T * sizeof(kernels::KvWrite));
   s.pieces = aligned(s.kv_span + L * T * sizeof(const kernels::KvSpan*));
   s.payload = aligned(s.pieces + kStepPieces * sizeof(kernels::ScatterPiece));
@@ -94,17 +96,20 @@ util::Result<TensorPlacer*> Stage::placer(TensorPlacer* given) {
 void Stage::begin(const Batch& batch, kv::Cache& cache, int top_k) {
   const int T = batch.size();
   n_tokens_ = T;
+  sees_images_ = !batch.attend_until.empty();
   layout_ = StepLayout::of(n_layer_, T);
   step_host_ = device_ ? host_block_.get<uint8_t>() : regions_.step_block;
   const size_t used = fill(batch, cache);
   // A recording holds the whole pass: the same ops with the same arguments, so the same T, every
-  // row wanting output (which rows do decides the head's copies), and the same k. A pass with
-  // adapter tokens runs op by op: which adapters it adds is the batch's (model/lora.h).
+  // row wanting output (which rows do decides the head's copies), and the same k — and no media
+  // (their embeddings go up in copies of their own, and images seen both ways change attention's).
+  // A pass with adapter tokens runs op by op: which adapters it adds is the batch's (model/lora.h).
   const bool all_rows = batch.output.empty() ? T == 1
                                              : std::all_of(batch.output.begin(), batch.output.end(),
                                                            [](uint8_t o) { return o != 0; });
   mode_ = Mode::kRun;
-  if (record_ && top_k > 0 && T <= kernels::kActQ8MaxTokens && all_rows && !batch.has_adapters()) {
+  if (record_ && top_k > 0 && T <= kernels::kActQ8MaxTokens && all_rows && !batch.has_adapters() &&
+      !sees_images_ && !batch.has_embeddings()) {
     recording_key_ = {T, top_k};
     const auto it = recordings_.find(recording_key_);
     mode_ = it == recordings_.end() ? Mode::kRecord : Mode::kReplay;
@@ -123,8 +128,14 @@ void Stage::begin(const Batch& batch, kv::Cache& cache, int top_k) {
 
 size_t Stage::fill(const Batch& batch, kv::Cache& cache) {
   const int T = batch.size();
-  std::copy(batch.tokens.begin(), batch.tokens.end(), host_at<int32_t>(layout_.tokens));
+  auto* tokens = host_at<int32_t>(layout_.tokens);
+  for (int t = 0; t < T; ++t)
+    tokens[t] = batch.has_embeddings() && batch.embedded[t] ? kEmbeddedRowToken : batch.tokens[t];
   std::copy(batch.pos.begin(), batch.pos.end(), host_at<int32_t>(layout_.pos));
+  std::copy(batch.attend_from.begin(), batch.attend_from.end(),
+            host_at<int32_t>(layout_.attend_from));
+  std::copy(batch.attend_until.begin(), batch.attend_until.end(),
+            host_at<int32_t>(layout_.attend_until));
   auto* dst = host_at<kernels::KvWrite>(layout_.kv_dst);
   auto* spans = host_at<const kernels::KvSpan*>(layout_.kv_span);
   for (int il = 0; il < n_layer_; ++il) {

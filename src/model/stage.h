@@ -1,9 +1,10 @@
 // model::Stage — what a forward pass adds to run on a backend with its own memory (a GPU, see
 // kernels/ops.h): weights placed in that memory, RoPE tables uploaded once, and per pass one
-// step block — the batch's token ids and positions, every layer's K/V destinations and spans, and
-// the KV cache's changed views — uploaded in ONE copy, after which one scatter op moves the
-// cache's changes where they belong. The pass then waits once, at the end, for its outputs: the
-// top-k logits of each row (what sampling reads), or whole rows of logits when sampling needs them.
+// step block — the batch's token ids, positions and how far each sees ahead, every layer's K/V
+// destinations and spans, and the KV cache's changed views — uploaded in ONE copy, after which one
+// scatter op moves the cache's changes where they belong. The pass then waits once, at the end, for
+// its outputs: the top-k logits of each row (what sampling reads), or whole rows of logits when
+// sampling needs them.
 // On a host backend the step block is plain memory the ops read in place, and nothing is copied.
 //
 // With HEADROOM_RECORD_PASSES=1 (not yet run on a GPU, so off by default; docs/cuda.md) a decode
@@ -31,7 +32,8 @@ namespace model {
 
 // Where a step's arrays lie in its step block, for T tokens of an n_layer model.
 struct StepLayout {
-  size_t tokens = 0, pos = 0, kv_dst = 0, kv_span = 0, n_pieces = 0, pieces = 0, payload = 0;
+  size_t tokens = 0, pos = 0, attend_from = 0, attend_until = 0, kv_dst = 0, kv_span = 0,
+         n_pieces = 0, pieces = 0, payload = 0;
   size_t end = 0;
   static StepLayout of(int n_layer, int n_tokens);
 };
@@ -93,6 +95,14 @@ class Stage {
   void begin(const Batch& batch, kv::Cache& cache, int top_k);
   const int32_t* tokens() const { return at<int32_t>(layout_.tokens); }
   const int32_t* pos() const { return at<int32_t>(layout_.pos); }
+  // The image each token sees both ways on sliding layers (Batch::attend_from, attend_until), or
+  // null when the batch has none.
+  const int32_t* attend_from() const {
+    return sees_images_ ? at<int32_t>(layout_.attend_from) : nullptr;
+  }
+  const int32_t* attend_until() const {
+    return sees_images_ ? at<int32_t>(layout_.attend_until) : nullptr;
+  }
   const float* inv_freq(int il) const { return inv_freq_[il].ops(); }
   // Layer il's K/V destinations (each token's cache row) and spans (each token's sequence).
   const kernels::KvWrite* kv_destinations(int il) const {
@@ -138,6 +148,7 @@ class Stage {
   bool device_ = false;
   bool may_record_ = false;
   int max_batch_ = 0, n_layer_ = 0, n_tokens_ = 0;
+  bool sees_images_ = false;  // the batch has Batch::attend_from/attend_until
   int64_t n_embd_ = 0, n_vocab_ = 0;
   std::unique_ptr<BackendPlacer> placer_;
   std::vector<kernels::Staged<float>> inv_freq_;  // per layer

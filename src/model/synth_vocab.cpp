@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <set>
 #include <vector>
 
@@ -54,6 +55,16 @@ constexpr FixedToken kGemma4Specials[] = {
     {109, "\n\n\n", kNormal},
 };
 constexpr int32_t kGemma4FirstByteToken = 238;  // <0x00> … <0xFF> at 238–493 (spec §5.1)
+
+// The image and audio markers (spec §5.1: begin / end of image and audio, the soft-token
+// placeholders) at their real ids in a full-size vocabulary; a small one takes them at its top ids,
+// in this order.
+constexpr FixedToken kGemma4MediaMarkers[] = {
+    {255999, "<|image>", kControl},  {258880, "<|image|>", kControl},
+    {258882, "<image|>", kControl},  {256000, "<|audio>", kControl},
+    {258881, "<|audio|>", kControl}, {258883, "<audio|>", kControl},
+    {258884, "<|video|>", kControl},
+};
 
 // Words of the chat and tool syntax, merged from their characters so that a tool call takes
 // fewer tokens than its bytes; each prefix of two or more characters becomes a token.
@@ -145,6 +156,13 @@ util::Status write_gemma4_vocab(gguf::Writer& w, int n_vocab, const std::string&
   for (int b = 0; b < 256; ++b) {
     tokens[kGemma4FirstByteToken + b] = fmt::format("<0x{:02X}>", b);
     types[kGemma4FirstByteToken + b] = kByte;
+  }
+  const int n_markers = static_cast<int>(std::size(kGemma4MediaMarkers));
+  for (int i = 0; i < n_markers; ++i) {
+    const FixedToken& t = kGemma4MediaMarkers[i];
+    const int32_t id = n_vocab > 258884 ? t.id : n_vocab - n_markers + i;
+    tokens[id] = t.text;
+    types[id] = t.kind;
   }
   int32_t next_free = 0;
   auto place = [&](std::string text, TokenKind kind) {

@@ -10,10 +10,6 @@
 namespace plan {
 namespace {
 
-mm::MediaLimits limits_of(const Request& r) {
-  return {.image_tokens = r.image_tokens, .audio_seconds = r.audio_seconds};
-}
-
 bool has_media(const PlanInput& in, const Request& r) {
   return in.projector != nullptr && in.projector_file != nullptr &&
          (r.image_tokens > 0 || r.audio_seconds > 0);
@@ -34,18 +30,32 @@ uint64_t kv_bytes_for_tokens(const model::Spec& spec, const Request& r, int n) {
 
 }  // namespace
 
+int64_t media_embedding_rows(const PlanInput& in, const Request& r) {
+  if (!has_media(in, r)) return 0;
+  const mm::EncoderCosts c = mm::encoder_costs(*in.projector_file, *in.projector, media_limits(r));
+  return int64_t{r.n_ubatch} + c.max_media_tokens();
+}
+
+mm::MediaLimits media_limits(const Request& r) {
+  return {.image_tokens = r.image_tokens, .audio_seconds = r.audio_seconds};
+}
+
+int64_t cpu_matmul_cols(const PlanInput& in, const Request& r) {
+  return std::max(model::max_matmul_cols(in.spec), media_matmul_cols(in, r));
+}
+
 int64_t media_matmul_cols(const PlanInput& in, const Request& r) {
   if (!has_media(in, r)) return 0;
-  return mm::encoder_costs(*in.projector_file, *in.projector, limits_of(r)).max_matmul_cols;
+  return mm::encoder_costs(*in.projector_file, *in.projector, media_limits(r)).max_matmul_cols;
 }
 
 util::Status fit_media_batch(const PlanInput& in, Plan& p) {
   Request& r = p.request;
   if (!has_media(in, r)) return {};
   HR_TRY(mm::check_projector_fits(*in.projector, in.spec, in.file.name()));
-  HR_TRY(mm::check_limits(*in.projector, limits_of(r)));
+  HR_TRY(mm::check_limits(*in.projector, media_limits(r)));
   const int largest =
-      mm::encoder_costs(*in.projector_file, *in.projector, limits_of(r)).max_media_tokens();
+      mm::encoder_costs(*in.projector_file, *in.projector, media_limits(r)).max_media_tokens();
   const int needed = largest + r.n_slots - 1;
   if (largest > r.n_ctx) {
     return util::errorf(
@@ -67,7 +77,7 @@ util::Status fit_media_batch(const PlanInput& in, Plan& p) {
 util::Status add_media_items(const PlanInput& in, Plan& p, int threads) {
   const Request& r = p.request;
   if (!has_media(in, r)) return {};
-  const mm::EncoderCosts c = mm::encoder_costs(*in.projector_file, *in.projector, limits_of(r));
+  const mm::EncoderCosts c = mm::encoder_costs(*in.projector_file, *in.projector, media_limits(r));
   const int compute = p.uses_gpu() ? 1 : 0;
   if (c.vision_weights > 0) {
     p.items.push_back({.name = "vision encoder",
@@ -96,10 +106,11 @@ util::Status add_media_items(const PlanInput& in, Plan& p, int threads) {
   }
   p.items.push_back(
       {.name = "media preparation", .kind = ItemKind::kHost, .device = 0, .bytes = c.preparation});
-  p.items.push_back({.name = "media embeddings",
+  p.items.push_back({.name = std::string(kMediaEmbeddingsItem),
                      .kind = ItemKind::kHost,
                      .device = 0,
-                     .bytes = static_cast<uint64_t>(r.n_ubatch) * in.spec.n_embd * sizeof(float)});
+                     .bytes = static_cast<uint64_t>(media_embedding_rows(in, r)) * in.spec.n_embd *
+                              sizeof(float)});
   p.media.image_tokens = c.max_image_tokens;
   p.media.audio_tokens = c.max_audio_tokens;
   p.media.image_kv_bytes = kv_bytes_for_tokens(in.spec, r, c.max_image_tokens);

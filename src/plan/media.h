@@ -4,13 +4,25 @@
 // medium of the largest planned size costs in context and KV cache.
 #pragma once
 
+#include <string_view>
+
+#include "mm/encoders.h"
 #include "plan/planner.h"
 
 namespace plan {
 
-// The widest input of the encoders' matrix products under `r` (0 without a projector): the CPU
-// kernels size their activation scratch with it.
+// The widest input of the encoders' matrix products under `r` (0 without a projector).
 int64_t media_matmul_cols(const PlanInput& in, const Request& r);
+// The widest input of a matrix product the run's CPU backend is sized for (its activation
+// scratch): the model's or an encoder's.
+int64_t cpu_matmul_cols(const PlanInput& in, const Request& r);
+// The encoders' limits under `r` (what mm::Encoders::load sizes them for).
+mm::MediaLimits media_limits(const Request& r);
+// The host rows of embeddings a run holds (0 without media): a micro-batch's, then the largest
+// medium's encoded whole (whose rows a micro-batch takes when a reused prefix ends inside it).
+int64_t media_embedding_rows(const PlanInput& in, const Request& r);
+// The plan item of those rows.
+inline constexpr std::string_view kMediaEmbeddingsItem = "media embeddings";
 
 // Raises p.request.n_ubatch so that a whole medium of the largest planned size fits in one
 // micro-batch beside one decoding token of every other slot (an image is never split across

@@ -183,8 +183,7 @@ void add_activations(Plan& p, const PlanInput& in) {
   const model::Spec& spec = in.spec;
   const int threads = r.n_threads > 0 ? r.n_threads : physical_cores();
   const uint64_t workspace = model::workspace_bytes(spec, r.n_ubatch, false);
-  // The widest matrix product: the model's, or a media encoder's (plan/media.h).
-  const int64_t cols = std::max(model::max_matmul_cols(spec), media_matmul_cols(in, r));
+  const int64_t cols = cpu_matmul_cols(in, r);  // the model's or a media encoder's (plan/media.h)
   const uint64_t cpu_scratch =
       r.reference_kernels ? 0 : kernels::cpu::matmul_scratch_bytes(r.n_ubatch, cols, threads);
   const int main = p.placement.main_device;

@@ -3,8 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
+#include "mm/image_preprocess.h"
 #include "server/field_checks.h"
 
 namespace server {
@@ -47,7 +49,29 @@ Json tool_call(const Json& call, const std::string& p) {
       {"id", id}, {"type", "function"}, {"function", {{"name", *name}, {"arguments", arguments}}}};
 }
 
-Json parse_message(const Json& msg, const std::string& p) {
+// A user message's content parts with media: text parts kept as parts, each medium decoded into
+// `media` and left as the part the template places ({"type":"image"} / {"type":"audio"}).
+Json media_content(const Json& content, const std::string& param, std::vector<MediaPart>& media) {
+  Json parts = Json::array();
+  for (size_t i = 0; i < content.size(); ++i) {
+    const Json& part = content[i];
+    const std::string p = fmt::format("{}[{}]", param, i);
+    if (is_media_part(part)) {
+      media.push_back(media_part(part, p));
+      parts.push_back({{"type", media.back().image ? "image" : "audio"}});
+    } else {
+      parts.push_back({{"type", "text"}, {"text", text_part(part, p)}});
+    }
+  }
+  return parts;
+}
+
+bool has_media(const Json* content) {
+  return content && content->is_array() &&
+         std::any_of(content->begin(), content->end(), is_media_part);
+}
+
+Json parse_message(const Json& msg, const std::string& p, std::vector<MediaPart>& media) {
   if (!msg.is_object()) fail(p, "must be an object with 'role' and 'content'");
   const Json* role = field(msg, "role");
   if (!role || !role->is_string()) fail(p + ".role", "must be a string");
@@ -60,7 +84,12 @@ Json parse_message(const Json& msg, const std::string& p) {
   const Json* content = field(msg, "content");
   const Json* calls = r == "assistant" ? field(msg, "tool_calls") : nullptr;
   if (!content && !calls) fail(p + ".content", "is required");
-  Json out = {{"role", r}, {"content", content ? message_content(*content, p + ".content") : ""}};
+  if (has_media(content) && r != "user")
+    fail(p + ".content", "carries an image or audio; only user messages may");
+  Json out = {{"role", r},
+              {"content", has_media(content) ? media_content(*content, p + ".content", media)
+                          : content          ? Json(message_content(*content, p + ".content"))
+                                             : Json("")}};
   if (calls) {
     if (!calls->is_array()) fail(p + ".tool_calls", "must be an array of tool calls");
     Json rendered = Json::array();
@@ -81,14 +110,24 @@ Json parse_message(const Json& msg, const std::string& p) {
   return out;
 }
 
-Json parse_messages(const Json& body) {
+Json parse_messages(const Json& body, std::vector<MediaPart>& media) {
   const Json* m = field(body, "messages");
   if (!m) fail("messages", "is required");
   if (!m->is_array() || m->empty()) fail("messages", "must be a non-empty array of messages");
   Json out = Json::array();
   for (size_t i = 0; i < m->size(); ++i)
-    out.push_back(parse_message((*m)[i], fmt::format("messages[{}]", i)));
+    out.push_back(parse_message((*m)[i], fmt::format("messages[{}]", i), media));
   return out;
+}
+
+// "image_tokens": the budget of the request's images, one Gemma 4 takes.
+int parse_image_tokens(const Json& body) {
+  const auto tokens = integer(body, "image_tokens", 0, 1120);
+  if (!tokens) return 0;
+  if (std::find(std::begin(mm::kImageTokenBudgets), std::end(mm::kImageTokenBudgets), *tokens) ==
+      std::end(mm::kImageTokenBudgets))
+    fail("image_tokens", fmt::format("must be 70, 140, 280, 560 or 1120, got {}", *tokens));
+  return static_cast<int>(*tokens);
 }
 
 // Checks the tools' shapes (the schemas themselves are checked when a constraint is compiled);
@@ -180,7 +219,8 @@ void parse_thinking(const Json& body, ChatRequest& r) {
 
 ChatRequest parse_chat_request(const Json& body) {
   ChatRequest r;
-  r.messages = parse_messages(body);
+  r.messages = parse_messages(body, r.media);
+  r.image_tokens = parse_image_tokens(body);
   if (field(body, "functions"))
     fail("functions", "is the retired form of 'tools': send 'tools' instead");
   std::set<std::string> names;

@@ -6,6 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "server/media_parts.h"
 
 namespace server {
 
@@ -13,9 +16,13 @@ enum class ToolChoice { kAuto, kNone, kRequired, kFunction };
 
 struct ChatRequest {
   // [{role, content, tool_calls?, tool_call_id?, name?, reasoning_content?}]: roles system, user,
-  // assistant and tool ("developer" becomes "system"); content text (parts joined, null made "");
-  // tool-call arguments parsed into objects, as templates render them.
+  // assistant and tool ("developer" becomes "system"); content text (parts joined, null made ""),
+  // or, for a user message with media, parts [{"type":"text","text"}, {"type":"image"},
+  // {"type":"audio"}] as Gemma 4's template reads them; tool-call arguments parsed into objects,
+  // as templates render them.
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  std::vector<MediaPart> media;  // the media of the user messages, in order
+  int image_tokens = 0;          // "image_tokens": each image's budget (0: the run's)
   nlohmann::ordered_json tools;  // the OpenAI function tools as sent, or null
   ToolChoice tool_choice = ToolChoice::kAuto;
   std::string tool_choice_name;  // kFunction: the function it must call

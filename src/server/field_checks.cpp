@@ -61,19 +61,22 @@ std::optional<std::string> string(const Json& body, const char* name, const std:
   return v->get<std::string>();
 }
 
+std::string text_part(const Json& part, const std::string& p) {
+  if (!part.is_object() || part.value("type", Json()) != "text") {
+    fail(p,
+         "must be a text part {\"type\":\"text\",\"text\":…} (a user message may also carry "
+         "image_url and input_audio parts)");
+  }
+  if (!part.contains("text") || !part["text"].is_string()) fail(p + ".text", "must be a string");
+  return part["text"].get<std::string>();
+}
+
 std::string message_content(const Json& content, const std::string& param) {
   if (content.is_string()) return content.get<std::string>();
-  if (!content.is_array()) fail(param, "must be a string or an array of text parts");
+  if (!content.is_array()) fail(param, "must be a string or an array of content parts");
   std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const Json& part = content[i];
-    const std::string p = fmt::format("{}[{}]", param, i);
-    if (!part.is_object() || part.value("type", Json()) != "text") {
-      fail(p, "must be a text part {\"type\":\"text\",\"text\":…}; this model reads text only");
-    }
-    if (!part.contains("text") || !part["text"].is_string()) fail(p + ".text", "must be a string");
-    text += part["text"].get<std::string>();
-  }
+  for (size_t i = 0; i < content.size(); ++i)
+    text += text_part(content[i], fmt::format("{}[{}]", param, i));
   return text;
 }
 

@@ -29,5 +29,7 @@ std::optional<std::string> string(const Json& body, const char* name, const std:
 
 // Chat content: a string, or text parts [{"type":"text","text":…}] joined.
 std::string message_content(const Json& content, const std::string& param);
+// The text of one text part.
+std::string text_part(const Json& part, const std::string& param);
 
 }  // namespace server

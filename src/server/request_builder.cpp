@@ -4,8 +4,10 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <optional>
 #include <random>
 
+#include "engine/media_prompt.h"
 #include "sample/constraint.h"
 #include "server/chat_prompt.h"
 
@@ -13,11 +15,37 @@ namespace server {
 
 namespace {
 
-// What every choice shares: the prompt, how replies are read, what decoding obeys.
+// What every choice shares: the prompt and its media, how replies are read, what decoding obeys.
 struct Prepared {
   std::vector<int32_t> prompt;
+  std::vector<mm::MediaSpan> media;
   ChatPlan chat;  // completions: only the default reply options (text as it is) are used
 };
+
+// The conversation's media decoded and prepared for the engine, then placed where the template
+// put their placeholders; errors name the content part (or the messages) at fault.
+std::optional<ApiError> attach_media(const ChatRequest& c, const BuildContext& context,
+                                     Prepared& p) {
+  std::vector<std::shared_ptr<const mm::Media>> media;
+  for (const MediaPart& part : c.media) {
+    auto m = engine::prepare_media(
+        context.engine, part.image ? mm::MediaKind::kImage : mm::MediaKind::kAudio, part.bytes,
+        part.image_tokens ? part.image_tokens : c.image_tokens);
+    if (!m) return invalid_field(part.param, m.error().message());
+    media.push_back(std::move(*m));
+  }
+  engine::Request placed;
+  if (auto s = engine::attach_media(placed, std::move(p.prompt), media, context.engine,
+                                    context.tokenizer);
+      !s) {
+    return invalid_field("messages", s.error().message() +
+                                         " (the chat template places a medium where a content "
+                                         "part of type image_url or input_audio is)");
+  }
+  p.prompt = std::move(placed.prompt);
+  p.media = std::move(placed.media);
+  return std::nullopt;
+}
 
 std::variant<Prepared, ApiError> prepare(const CompletionRequest& r, const BuildContext& context) {
   const tokenizer::Tokenizer& tok = context.tokenizer;
@@ -34,6 +62,9 @@ std::variant<Prepared, ApiError> prepare(const CompletionRequest& r, const Build
   p.chat = std::move(std::get<ChatPlan>(plan));
   // The rendered template carries its special tokens as text; BOS is not doubled.
   p.prompt = tok.encode(p.chat.prompt, {.add_bos = true, .parse_special = true});
+  if (!r.conversation.media.empty()) {
+    if (auto e = attach_media(r.conversation, context, p)) return *e;
+  }
   return p;
 }
 
@@ -84,6 +115,7 @@ std::variant<BuiltRequest, ApiError> build_engine_requests(const CompletionReque
                                                   context.metrics);
     engine::Request request;
     request.prompt = p.prompt;
+    request.media = p.media;
     request.max_tokens = r.max_tokens;
     request.sampling = r.sampling;
     request.sampling.seed = r.sampling.seed + static_cast<uint64_t>(i);  // n choices, n samples

@@ -1,7 +1,8 @@
 // server: a validated completion request made into the engine::Requests that run it, one per
 // choice — the prompt's tokens (chat template rendered with tools and thinking), each choice's
 // seed and constraint (response_format or forced tool calls), logit bias and banned tokens, the
-// end tokens, and callbacks feeding the choice's TokenChannel — and the engine's refusals made
+// end tokens, the media (decoded and prepared here, on the request's worker), and callbacks
+// feeding the choice's TokenChannel — and the engine's refusals made
 // into API errors.
 #pragma once
 
@@ -24,6 +25,7 @@ struct BuildContext {
   const tokenizer::Tokenizer& tokenizer;
   const std::string& chat_template;  // Jinja source for chat requests
   ServerMetrics& metrics;
+  const engine::Engine& engine;  // what media are prepared for (its projector and limits)
 };
 
 struct BuiltRequest {

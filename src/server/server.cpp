@@ -322,7 +322,7 @@ void Server::Impl::handle_completion(const HttpRequest& http_request,
     return reply->send(error_response(*e, error_metric_type(*e)));
   const std::string adapter = std::get<std::string>(resolved);
 
-  auto built = build_engine_requests(r, {tokenizer, options.chat_template, metrics});
+  auto built = build_engine_requests(r, {tokenizer, options.chat_template, metrics, engine});
   if (auto* e = std::get_if<ApiError>(&built))
     return reply->send(error_response(*e, error_metric_type(*e)));
   BuiltRequest& b = std::get<BuiltRequest>(built);

@@ -836,7 +836,7 @@ struct AttentionSpec {
   struct Query {
     int sequence;
     int32_t pos;
-    int32_t until = -1;  // the last position it also sees (an image's end); −1: none
+    int32_t from = -1, until = -1;  // the image it sees both ways, [from, until]; −1: none
   };
   std::vector<Query> queries = {{0, 3}, {1, 250}, {0, 36}};
   bool partials = true;          // give a decode batch the split's working memory
@@ -869,12 +869,13 @@ class AttentionCase final : public OpCase {
     const int T = n_tokens();
     std::vector<const kernels::KvSpan*> placed, spans;
     for (const PagedCache& c : caches_) placed.push_back(c.place(rig));
-    std::vector<int32_t> pos, until;
+    std::vector<int32_t> pos, from, until;
     bool sees_ahead = false;
     for (const auto& q : s_.queries) {
       spans.push_back(placed[q.sequence]);
       pos.push_back(q.pos);
-      until.push_back(std::max(q.pos, q.until));
+      from.push_back(q.until >= 0 ? q.from : q.pos);
+      until.push_back(q.until >= 0 ? q.until : q.pos);
       sees_ahead |= q.until >= 0;
     }
     kernels::AttentionBatch b;
@@ -887,6 +888,7 @@ class AttentionCase final : public OpCase {
     b.kv = rig.put(spans);
     b.window = s_.window;
     b.scale = 1.0f / std::sqrt(static_cast<float>(s_.head_dim));
+    b.attend_from = sees_ahead ? rig.put(from) : nullptr;
     b.attend_until = sees_ahead ? rig.put(until) : nullptr;
     if (s_.partials && T <= kernels::kActQ8MaxTokens) {
       b.partials = rig.filled(
@@ -1881,12 +1883,12 @@ Cases attention_cases() {
     eight.name = name(eight, "long, eight tokens");
     add<AttentionCase>(c, eight);
   }
-  // Tokens inside an image that see its later positions too (attend_until), with and without a
-  // window bounding both sides.
+  // Tokens inside an image (positions 8–20) that see all of it both ways (attend_from,
+  // attend_until), with and without a window — which then limits only the keys outside the image.
   for (int window : {0, 6}) {
     AttentionSpec s{
         .k_type = DType::kF16, .v_type = DType::kQ8_0, .window = window, .sequences = {40}};
-    s.queries = {{0, 10, 20}, {0, 15, 20}, {0, 25}, {0, 12, 12}};
+    s.queries = {{0, 10, 8, 20}, {0, 19, 8, 20}, {0, 25}, {0, 20, 8, 20}};
     s.name = name(s, "image");
     add<AttentionCase>(c, s);
   }

@@ -245,6 +245,7 @@ void run_chunk_block(const AttentionBatch& b, int blocks_per_token, int block, i
   const cu::AttnTeams teams = cu::attn_teams(d);
   const int q_stride = teams.units * cu::kAttnUnit;
   const int32_t q_pos = b.pos[t];
+  const int32_t from = b.attend_from ? b.attend_from[t] : q_pos;
   const int32_t until = b.attend_until ? b.attend_until[t] : q_pos;
 
   std::vector<float> rows(static_cast<size_t>(n_heads) * q_stride, 0.0f);
@@ -262,7 +263,7 @@ void run_chunk_block(const AttentionBatch& b, int blocks_per_token, int block, i
     std::vector<float> parts(static_cast<size_t>(cu::kAttnMaxParts) * n_heads * C, 0.0f);
     std::vector<bool> visible(C, false);
     for (int cc = 0; cc < n_tile; ++cc) {
-      visible[cc] = kernels::key_visible(kv.cell_pos[tile + cc], q_pos, until, b.window);
+      visible[cc] = kernels::key_visible(kv.cell_pos[tile + cc], q_pos, from, until, b.window);
       if (!visible[cc]) continue;
       const uint8_t* row = cell_row(kv.k_blocks, kv.cells_per_block, kv.k_row_bytes, tile + cc);
       for (int unit = 0; unit < teams.units; ++unit) {
@@ -427,6 +428,7 @@ TEST(CudaAttentionSplit, ChunkByChunkMatchesTheReference) {
         constexpr int kTokens = 4;
         const KvSpan* spans[kTokens] = {&a.span, &b.span, &c.span, &a.span};
         const int32_t pos[kTokens] = {598, 20, 100, 300};
+        const int32_t from[kTokens] = {598, 20, 100, 280};  // the last token's image: 280–340
         const int32_t until[kTokens] = {598, 20, 100, 340};
         const int64_t width = static_cast<int64_t>(shape.n_head) * shape.head_dim;
         const auto q = random_floats(kTokens * width, seed + 99);
@@ -436,7 +438,7 @@ TEST(CudaAttentionSplit, ChunkByChunkMatchesTheReference) {
               kTokens,  shape.n_head, shape.head_dim,
               q.data(), ref.data(),   pos,
               spans,    window,       1.0f / std::sqrt(static_cast<float>(shape.head_dim)),
-              until};
+              from,     until};
           kernels::ref::attention(batch);
           for (int n_sm : {132, 3}) {
             SCOPED_TRACE(testing::Message()

@@ -52,10 +52,13 @@ std::vector<plan::Device> devices(bool gpu) {
   return d;
 }
 
+// The bytes of a tower's tensors but the one-value ones (clip bounds, scales: read into the
+// encoder's parameters, not held).
 uint64_t tower_bytes(const gguf::File& f, std::string_view a, std::string_view b) {
   uint64_t bytes = 0;
-  for (const auto& t : f.tensors())
-    bytes += t.name.starts_with(a) || t.name.starts_with(b) ? t.n_bytes : 0;
+  for (const auto& t : f.tensors()) {
+    bytes += (t.name.starts_with(a) || t.name.starts_with(b)) && t.n_elements > 1 ? t.n_bytes : 0;
+  }
   return bytes;
 }
 
@@ -92,9 +95,11 @@ TEST(PlanMedia, PricesEachEncoderWhereItRuns) {
     EXPECT_EQ(vision_a->bytes, mm::VisionEncoder::workspace_bytes(*proj->vision, 128, 280));
     EXPECT_EQ(vision_a->device, compute);
     ASSERT_NE(find(*p, "media preparation", plan::ItemKind::kHost), nullptr);
-    // The batch's embedding rows: one micro-batch of text-model-wide rows.
-    EXPECT_EQ(find(*p, "media embeddings", plan::ItemKind::kHost)->bytes,
-              uint64_t(p->request.n_ubatch) * 128 * 4);
+    // The embedding rows: one micro-batch's and the largest medium's, text-model wide.
+    EXPECT_EQ(
+        find(*p, "media embeddings", plan::ItemKind::kHost)->bytes,
+        uint64_t(p->request.n_ubatch + std::max(p->media.image_tokens, p->media.audio_tokens)) *
+            128 * 4);
   }
 }
 

@@ -7,9 +7,20 @@ side. It favours plainness over speed: the whole sequence is evaluated at once w
 masks (no KV cache, no ring buffers, no micro-batches), everything in float64.
 
     reference_model.py MODEL.gguf --ids 1,2,3 -o out.f32 [--dump-experts] [--lora ADAPTER.gguf[:SCALE]]
+        [--media DUMP.gguf:FIRST:image|audio ...] [--bidirectional-vision]
 
 writes the logits of every position as little-endian float32 [n_tokens x n_vocab], the same
 layout as `headroom logits`.
+
+--media puts an image's or clip's embeddings (the "projected" array of a reference_mm.py dump,
+[n, H]) at positions FIRST..FIRST+n-1 in place of those tokens' embeddings, as Hugging Face's
+Gemma4Model merges soft tokens (modeling_gemma4.py, Gemma4Model.forward): the embeddings go in
+as they are, not scaled by sqrt(H) (spec §2.1); the per-layer inputs' token part reads the pad
+token's row there (input ids replaced by pad_token_id), their projection part projects the
+merged embeddings. --bidirectional-vision is the text config's use_bidirectional_attention
+"vision" (Gemma 4 31B and 26B-A4B): on sliding layers an image's tokens also see each other
+ahead (create_causal_mask_mapping: the image group's mask OR'ed with the sliding causal mask);
+full layers and audio stay causal.
 
 Shapes: T tokens, H hidden, V vocab; weights are numpy [out, in] (ggml {in, out}), so y = W @ x.
 """
@@ -254,7 +265,16 @@ def moe_route(router_logits, k, expert_scale):
     return ids, w
 
 
-def forward_gemma4(f, ids, dump_experts=None, kv_type="none"):
+def image_groups_mask(n_tokens, media):
+    """[Tq, Tk] bool: query and key are soft tokens of the same image."""
+    same = np.zeros((n_tokens, n_tokens), dtype=bool)
+    for first, emb, kind in media:
+        if kind == "image":
+            same[first:first + len(emb), first:first + len(emb)] = True
+    return same
+
+
+def forward_gemma4(f, ids, dump_experts=None, kv_type="none", media=(), bidirectional_vision=False):
     c = Gemma4Config(f)
     H, L, P, nh = c.n_embd, c.n_layer, c.n_ple, c.n_head
     n_tokens = len(ids)
@@ -274,11 +294,16 @@ def forward_gemma4(f, ids, dump_experts=None, kv_type="none"):
     # §2.1 input embedding, scaled by sqrt(H) (exact, as llama.cpp's fp32 sqrtf; not bf16-rounded).
     embd = f.tensor("token_embd.weight")                         # [V, H]
     x0 = embd[ids] * math.sqrt(H)                                # [T, H]
+    # Soft tokens: their medium's embeddings, unscaled; their ids become pad for the PLE table.
+    ple_ids = ids.copy()
+    for first, emb, kind in media:
+        x0[first:first + len(emb)] = emb
+        ple_ids[first:first + len(emb)] = int(f.get("tokenizer.ggml.padding_token_id", 0))
 
     # §2.2 per-layer inputs p [T, L, P].
     ple = None
     if P > 0:
-        z = f.tensor("per_layer_token_embd.weight")[ids].reshape(n_tokens, L, P) * math.sqrt(P)
+        z = f.tensor("per_layer_token_embd.weight")[ple_ids].reshape(n_tokens, L, P) * math.sqrt(P)
         proj = linear(f.tensor("per_layer_model_proj.weight"), x0) * H ** -0.5
         proj = rmsnorm(proj.reshape(n_tokens, L, P), f.tensor("per_layer_proj_norm.weight"), c.eps)
         ple = (proj + z) * 2 ** -0.5
@@ -313,6 +338,8 @@ def forward_gemma4(f, ids, dump_experts=None, kv_type="none"):
 
         # Steps 4–6: attention with scale 1.0, masks per §2.6, output, post-norm, residual.
         mask = causal_mask(n_tokens, c.window if swa else None)
+        if swa and bidirectional_vision:
+            mask = mask | image_groups_mask(n_tokens, media)
         o = attention(q, k, v, mask, 1.0)
         h_mid = h + rmsnorm(linear(t(il, "attn_output.weight"), o), t(il, "post_attention_norm.weight"), c.eps)
 
@@ -412,7 +439,21 @@ class MergedLora:
         return w + self.delta[name] if name in self.delta else w
 
 
-def forward(path, ids, dump_experts=None, kv_type="none", lora=None):
+def read_media(spec, n_tokens, n_embd):
+    """--media DUMP:FIRST:KIND → (first, embeddings [n, H], kind)."""
+    path, first, kind = spec.rsplit(":", 2)
+    if kind not in ("image", "audio"):
+        raise ValueError(f"--media {spec}: the kind must be image or audio")
+    emb = GgufFile(path).tensor("projected").astype(np.float64)
+    first = int(first)
+    if emb.ndim != 2 or emb.shape[1] != n_embd or first < 0 or first + len(emb) > n_tokens:
+        raise ValueError(f"--media {spec}: {emb.shape} embeddings at {first} do not fit "
+                         f"{n_tokens} tokens of width {n_embd}")
+    return first, emb, kind
+
+
+def forward(path, ids, dump_experts=None, kv_type="none", media=(), bidirectional_vision=False,
+            lora=None):
     f = GgufFile(path)
     if lora:
         adapter, _, scale = lora.partition(":")
@@ -420,9 +461,13 @@ def forward(path, ids, dump_experts=None, kv_type="none", lora=None):
     arch = f.get("general.architecture")
     ids = np.asarray(ids, dtype=np.int64)
     if arch == "llama":
+        if media:
+            raise ValueError("--media: only Gemma 4 takes media")
         return forward_llama(f, ids, kv_type)
     if arch == "gemma4":
-        return forward_gemma4(f, ids, dump_experts, kv_type)
+        n_embd = int(f.get("gemma4.embedding_length"))
+        media = [read_media(m, len(ids), n_embd) for m in media]
+        return forward_gemma4(f, ids, dump_experts, kv_type, media, bidirectional_vision)
     raise ValueError(f"no reference forward pass for architecture {arch!r}")
 
 
@@ -436,10 +481,14 @@ def main():
     ap.add_argument("--dump-experts", action="store_true",
                     help="print the selected experts and weights per MoE layer and token")
     ap.add_argument("--lora", help="a LoRA adapter GGUF to merge, FILE[:SCALE] (scale 1 by default)")
+    ap.add_argument("--media", action="append", default=[], metavar="DUMP:FIRST:KIND",
+                    help="a medium's embeddings (reference_mm.py dump) at positions FIRST.. (image|audio)")
+    ap.add_argument("--bidirectional-vision", action="store_true",
+                    help="images' tokens see each other both ways on sliding layers (31B, 26B-A4B)")
     args = ap.parse_args()
     ids = [int(s) for s in args.ids.split(",") if s.strip()]
     logits = forward(args.model, ids, sys.stdout if args.dump_experts else None, args.kv_type,
-                     args.lora)
+                     args.media, args.bidirectional_vision, args.lora)
     if args.output:
         logits.astype("<f4").tofile(args.output)
 

@@ -317,6 +317,8 @@ void EmulatedGpu::attention(const kernels::AttentionBatch& b) {
               floats(static_cast<int64_t>(b.n_tokens) * b.n_head * kernels::kAttnMaxSplits *
                      (b.head_dim + 2)),
               true);
+        if (b.attend_from != nullptr)
+          check("attention", "the image starts", b.attend_from, b.n_tokens * sizeof(int32_t));
         if (b.attend_until != nullptr)
           check("attention", "the image ends", b.attend_until, b.n_tokens * sizeof(int32_t));
         if (inside(device_, b.kv, b.n_tokens * sizeof(void*))) check_spans(b);

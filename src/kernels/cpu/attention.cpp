@@ -34,13 +34,13 @@ struct HeadTask {
   int first;       // offset of this head's KV head in a cache row, in values
   int d;           // head_dim
   int32_t q_pos;
-  int32_t until;  // the last position it may see (q_pos, or the end of its image)
+  int32_t from, until;  // its image's first and last positions (q_pos outside images)
   int window;
   float scale;
 
   bool visible(int c) const {
     const int32_t p = kv.cell_pos[c];
-    return key_visible(p, q_pos, until, window);
+    return key_visible(p, q_pos, from, until, window);
   }
   const uint8_t* k_row(int c) const {
     return kv.k_blocks[c / kv.cells_per_block] +
@@ -301,6 +301,7 @@ void CpuBackend::attention(const AttentionBatch& b) {
                      head / (b.n_head / kv.n_head_kv) * kv.head_dim,
                      b.head_dim,
                      b.pos[t],
+                     b.attend_from ? b.attend_from[t] : b.pos[t],
                      b.attend_until ? b.attend_until[t] : b.pos[t],
                      b.window,
                      b.scale};

@@ -95,7 +95,7 @@ struct __align__(16) ChunkShared {
 // What a thread of kernel 1 knows about its block and its place in it.
 struct ChunkThread {
   KvSpan kv;
-  int32_t q_pos, until;
+  int32_t q_pos, from, until;  // from, until: its image's first and last positions
   int window;
   AttnBlockWork work;
   AttnTeams teams;
@@ -122,7 +122,7 @@ __device__ __forceinline__ void score_tile(ChunkShared& sh, const ChunkThread& t
     for (int i = 0; i < kCellsInFlight; ++i) {
       cc[i] = th.team + (r0 + i) * tm.n_teams;
       valid[i] = th.team < tm.n_teams && cc[i] < n_tile &&
-                 key_visible(th.kv.cell_pos[tile + cc[i]], th.q_pos, th.until, th.window);
+                 key_visible(th.kv.cell_pos[tile + cc[i]], th.q_pos, th.from, th.until, th.window);
       if (valid[i] && th.reads) {
         const uint8_t* row =
             cell_row(th.kv.k_blocks, th.kv.cells_per_block, th.kv.k_row_bytes, tile + cc[i]);
@@ -278,6 +278,7 @@ __global__ void __launch_bounds__(kAttnThreads)
 
   const int d = b.head_dim;
   th.q_pos = b.pos[t];
+  th.from = b.attend_from ? b.attend_from[t] : th.q_pos;
   th.until = b.attend_until ? b.attend_until[t] : th.q_pos;
   th.window = b.window;
   th.teams = attn_teams(d);
@@ -368,6 +369,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_kernel(AttentionBat
   const int group = b.n_head / kv.n_head_kv;
   const int first = (h / group) * kv.head_dim;  // this head's KV head within a cache row
   const int32_t q_pos = b.pos[t];
+  const int32_t from = b.attend_from ? b.attend_from[t] : q_pos;
   const int32_t until = b.attend_until ? b.attend_until[t] : q_pos;
   const int64_t offset = (static_cast<int64_t>(t) * b.n_head + h) * d;
   for (int i = threadIdx.x; i < d; i += blockDim.x) q_s[i] = b.q[offset + i];
@@ -377,7 +379,7 @@ __global__ void __launch_bounds__(32 * kAttnWarps) attention_kernel(AttentionBat
   float m = -INFINITY, l = 0.0f;
   for (int c = warp; c < kv.n_cells; c += kAttnWarps) {
     const int32_t p = kv.cell_pos[c];
-    if (!key_visible(p, q_pos, until, b.window)) continue;  // warp-uniform
+    if (!key_visible(p, q_pos, from, until, b.window)) continue;  // warp-uniform
     const uint8_t* k_row = cell_row(kv.k_blocks, kv.cells_per_block, kv.k_row_bytes, c);
     float dot = 0.0f;
     for (int i = lane; i < d; i += 32)

@@ -18,7 +18,7 @@ const uint8_t* cell_row(const uint8_t* const* blocks, int cells_per_block, size_
 // For query token t, head h (KV head g = h / (n_head / n_head_kv)):
 //   s_c = scale · q[t][h] · K[c][g]     over cells c whose position p satisfies
 //         p ≤ pos[t] and (window == 0 or p > pos[t] − window)
-//   (or, for a token that sees up to attend_until[t], p ≤ attend_until[t] and |p − pos[t]| < W)
+//   or attend_from[t] ≤ p ≤ attend_until[t] (the token's image, when it sees it both ways)
 //   out[t][h] = Σ_c softmax(s)_c · V[c][g]
 void attention(const AttentionBatch& b) {
   std::vector<float> k_row, v_row, scores;
@@ -28,6 +28,7 @@ void attention(const AttentionBatch& b) {
     const int kv_dim = kv.n_head_kv * kv.head_dim;
     const int group = b.n_head / kv.n_head_kv;
     const int32_t q_pos = b.pos[t];
+    const int32_t from = b.attend_from ? b.attend_from[t] : q_pos;
     const int32_t until = b.attend_until ? b.attend_until[t] : q_pos;
     k_row.resize(kv_dim);
     v_row.resize(kv_dim);
@@ -40,7 +41,7 @@ void attention(const AttentionBatch& b) {
       float max_score = -std::numeric_limits<float>::infinity();
       for (int c = 0; c < kv.n_cells; ++c) {
         const int32_t p = kv.cell_pos[c];
-        if (!key_visible(p, q_pos, until, b.window)) continue;
+        if (!key_visible(p, q_pos, from, until, b.window)) continue;
         (void)tensor::dequantize_row(kv.k_type, cell_row(kv.k_blocks, kv.cells_per_block, kv.k_row_bytes, c),
                                      k_row.data(), kv_dim);
         double dot = 0;

@@ -174,6 +174,7 @@ TEST(ServerLora, MetricsNameTheAdaptersOfRunningAndWaitingRequests) {
     const std::string body = json{
         {"prompt", "Once upon a time"},
         {"max_tokens", 4000},
+        {"ignore_eos", true},  // an early end of text would finish the stream before it is seen
         {"stream", true},
         {"model", model}}.dump();
     return "POST /v1/completions HTTP/1.1\r\nHost: t\r\nContent-Length: " +

@@ -4,6 +4,8 @@
 // is a one-line error with exit code 2.
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "mm/mm_testing.h"
 #include "testing/testing.h"
 
@@ -40,6 +42,39 @@ std::string last_line(const std::string& text) {
   const size_t end = text.find_last_not_of('\n');
   const size_t start = text.rfind('\n', end);
   return text.substr(start == std::string::npos ? 0 : start + 1, end - start);
+}
+
+// inspect on a projector: each encoder's shape as tests/reference/synth_mmproj.py's "tiny" writes
+// it (SHAPES["tiny"]: vision 48 wide, 3 heads, FFN 96, 2 layers, 16 px patches; audio 64 wide,
+// 4 heads, 2 layers, convolutions 128/4, output 96, depthwise kernel 5; text 128 wide).
+TEST_F(MediaCli, InspectDescribesTheProjector) {
+  std::string out, err;
+  ASSERT_EQ(testing_util::run_command(headroom() + " inspect " + projector_ + " --json", &out, &err),
+            0)
+      << err;
+  const nlohmann::json p = nlohmann::json::parse(out)["architecture"]["projector"];
+  EXPECT_EQ(p["projects_to"], 128);
+  const nlohmann::json& v = p["vision"];
+  EXPECT_EQ(v["layers"], 2);
+  EXPECT_EQ(v["embedding_length"], 48);
+  EXPECT_EQ(v["heads"], 3);
+  EXPECT_EQ(v["head_dim"], 16);
+  EXPECT_EQ(v["ffn_length"], 96);
+  EXPECT_EQ(v["patch_size"], 16);
+  EXPECT_EQ(v["clipped_linears"], true);
+  const nlohmann::json& a = p["audio"];
+  EXPECT_EQ(a["layers"], 2);
+  EXPECT_EQ(a["embedding_length"], 64);
+  EXPECT_EQ(a["heads"], 4);
+  EXPECT_EQ(a["mel_bins"], 128);
+  EXPECT_EQ(a["conv_channels"], nlohmann::json::array({128, 4}));
+  EXPECT_EQ(a["conv_kernel"], 5);
+  EXPECT_EQ(a["output_length"], 96);
+  EXPECT_EQ(a["sample_rate"], 16000);
+  // The text form says the same in words.
+  ASSERT_EQ(testing_util::run_command(headroom() + " inspect " + projector_, &out, &err), 0) << err;
+  EXPECT_NE(out.find("vision encoder: 2 layers, width 48, 3 heads x 16"), std::string::npos) << out;
+  EXPECT_NE(out.find("audio encoder: 2 layers, width 64, 4 heads x 16"), std::string::npos) << out;
 }
 
 TEST_F(MediaCli, PlanSaysWhatAnImageAndAClipCost) {

@@ -96,7 +96,11 @@ def client(port, index, stop, log):
         status, text = complete(port, prompt, stream)
         entry = {"prompt": prompt, "stream": stream, "status": status, "text": text, "retry": None}
         if status != 200:
-            entry["retry"] = complete(port, prompt, stream)  # idempotent: once more
+            # Idempotent: once more, after a back-off as clients take (the openai SDK waits 0.5–8 s).
+            # Sooner, HAProxy may not have taken the dead replica out yet (2 checks 200 ms apart),
+            # and leastconn sends every retry of its own to the replica with no connections: it.
+            time.sleep(1.0)
+            entry["retry"] = complete(port, prompt, stream)
         log.append(entry)
 
 

@@ -44,8 +44,9 @@ void add_serve(CLI::App& app, int& exit_code) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
       "serve",
-      "Serve an OpenAI-compatible HTTP API (/v1/chat/completions with tools and thinking, /v1/completions, "
-      "LoRA adapters chosen per request, /tokenize, /detokenize, /apply-template, /metrics)");
+      "Serve an OpenAI-compatible HTTP API (/v1/chat/completions with tools and thinking, "
+      "/v1/completions, LoRA adapters chosen per request, /tokenize, /detokenize, "
+      "/apply-template, /metrics)");
   add_plan_flags(cmd, o->plan, /*with_shape=*/false, /*default_slots=*/4, /*lora_slots=*/true);
   cmd->add_option("--host", o->server.host,
                   "Address to listen on (another than 127.0.0.1 exposes the server)")

@@ -278,8 +278,7 @@ bool Scheduler::admit_one(Sequence& seq, int slot) {
   // A resumed request whose prompt logits are wanted recomputes what it has not reported yet.
   if (resuming && seq.all_logits())
     known = known.first(std::min(known.size(), size_t(seq.n_reported) + 1));
-  int reused =
-      seq.request.reuse_prefix ? cache.reuse_prefix(slot, known, seq.prefix_context) : 0;
+  int reused = seq.request.reuse_prefix ? cache.reuse_prefix(slot, known, seq.prefix_context) : 0;
   // A reused prefix never ends inside an image seen both ways: its rest would need keys of it
   // the sliding layers' window no longer holds. (The rest of a causal medium is evaluated alone.)
   while (const mm::MediaSpan* cut = reused > 0 ? seq.media_at(reused) : nullptr) {

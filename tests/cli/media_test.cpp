@@ -49,8 +49,8 @@ std::string last_line(const std::string& text) {
 // 4 heads, 2 layers, convolutions 128/4, output 96, depthwise kernel 5; text 128 wide).
 TEST_F(MediaCli, InspectDescribesTheProjector) {
   std::string out, err;
-  ASSERT_EQ(testing_util::run_command(headroom() + " inspect " + projector_ + " --json", &out, &err),
-            0)
+  ASSERT_EQ(
+      testing_util::run_command(headroom() + " inspect " + projector_ + " --json", &out, &err), 0)
       << err;
   const nlohmann::json p = nlohmann::json::parse(out)["architecture"]["projector"];
   EXPECT_EQ(p["projects_to"], 128);

@@ -17,12 +17,10 @@ using namespace server_test;
 json complete(const Running& s, const std::string& prompt, int max_tokens) {
   auto c = s.client();
   int status = 0;
-  json r = post(c, "/v1/completions",
-                {{"prompt", prompt},
-                 {"max_tokens", max_tokens},
-                 {"temperature", 0},
-                 {"ignore_eos", true}},
-                &status);
+  json r = post(
+      c, "/v1/completions",
+      {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"ignore_eos", true}},
+      &status);
   EXPECT_EQ(status, 200) << r.dump();
   return r;
 }

@@ -1,6 +1,7 @@
 // f32 operations rounded one by one on the host and the device alike: nvcc would otherwise contract
 // a product and a sum into one fused multiply-add, which rounds once instead of twice, so kernels
-// that promise the reference's bits (or the lane tests' host runs) spell their arithmetic with these.
+// that promise the reference's bits (or the lane tests' host runs) spell their arithmetic with
+// these.
 #pragma once
 
 #include "kernels/op_args.h"

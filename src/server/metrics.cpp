@@ -100,6 +100,7 @@ void ServerMetrics::record_finished(engine::FinishReason reason,
 }
 
 void ServerMetrics::publish_load(const LoadSnapshot& load) {
+  const auto one_scrape = registry.batch();  // the gauges below are read as one state
   const double usage = load.kv_bytes_total == 0 ? 0.0
                                                 : static_cast<double>(load.kv_bytes_used) /
                                                       static_cast<double>(load.kv_bytes_total);

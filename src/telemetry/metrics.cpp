@@ -129,6 +129,7 @@ std::string label_set(const Labels& labels,
 }  // namespace
 
 std::string Registry::expose() const {
+  std::lock_guard batch(batch_mutex_);
   std::lock_guard lock(mutex_);
   std::string out;
   for (const auto& [name, family] : families_) {

@@ -71,6 +71,11 @@ class Registry {
   // describe a state that has passed (an info metric's). References to it become invalid.
   void remove(const std::string& name, const Labels& labels);
 
+  // Holds scrapes off while the returned lock lives: updates made under it are exposed together
+  // or not at all, so series that must agree (one value under two names, a used/total pair) never
+  // tear in one scrape. Registration under it is fine; expose() under it deadlocks.
+  [[nodiscard]] std::unique_lock<std::mutex> batch() { return std::unique_lock(batch_mutex_); }
+
   // Every family in name order, series in creation order, in the Prometheus text format.
   std::string expose() const;
 
@@ -89,6 +94,7 @@ class Registry {
   };
   Series& series(const std::string& name, const std::string& help, Type type, const Labels& labels);
 
+  mutable std::mutex batch_mutex_;  // taken before mutex_, never after
   mutable std::mutex mutex_;
   std::map<std::string, Family> families_;
 };

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -97,6 +98,31 @@ TEST(Metrics, ConcurrentUpdatesAreAllCounted) {
   EXPECT_EQ(m["h_count"], 40000);
   EXPECT_EQ(m["h_bucket{le=\"0.001\"}"], 0);
   EXPECT_EQ(m["h_bucket{le=\"0.0025\"}"], 40000);
+}
+
+// Two names for one value, written under a batch while another thread scrapes: every scrape
+// sees them equal (without the batch, a scrape between the two writes sees them differ).
+TEST(Metrics, ABatchIsExposedWhole) {
+  telemetry::Registry r;
+  auto& first = r.gauge("a_running", "A.");
+  auto& last = r.gauge("z_running", "Z.");
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    for (int i = 1; !done; ++i) {
+      const auto batch = r.batch();
+      last.set(i);
+      first.set(i);
+    }
+  });
+  constexpr int kScrapes = 2000;
+  int torn = 0;
+  for (int scrape = 0; scrape < kScrapes; ++scrape) {
+    auto m = parse(r.expose());
+    torn += m["a_running"] != m["z_running"];
+  }
+  done = true;
+  writer.join();
+  EXPECT_EQ(torn, 0) << "of " << kScrapes << " scrapes";
 }
 
 }  // namespace

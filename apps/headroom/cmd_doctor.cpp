@@ -12,6 +12,7 @@ void add_doctor(CLI::App& app, int& exit_code) {
   struct Options {
     PlanFlags plan;
     std::string endpoint;
+    double max_seconds = 60;
     bool json = false;
   };
   auto o = std::make_shared<Options>();
@@ -25,6 +26,10 @@ void add_doctor(CLI::App& app, int& exit_code) {
                   "Also probe an OpenAI-compatible server, e.g. http://127.0.0.1:8080 (first-token "
                   "time and tok/s, "
                   "one stream vs 4)");
+  cmd->add_option("--max-seconds", o->max_seconds,
+                  "Time limit for measuring the engine: it decodes less to fit, or says it cannot "
+                  "(default 60; progress goes to stderr)")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print verdicts and the raw measurements as one JSON document");
   cmd->callback([o, &exit_code] {
     if (!o->plan.lora.files.empty()) {
@@ -43,7 +48,11 @@ void add_doctor(CLI::App& app, int& exit_code) {
     doctor::Options options{.file = planned->file,
                             .spec = planned->spec,
                             .plan = planned->plan,
-                            .endpoint = o->endpoint};
+                            .endpoint = o->endpoint,
+                            .max_seconds = o->max_seconds,
+                            .progress = [](const std::string& what) {
+                              std::fprintf(stderr, "doctor: %s\n", what.c_str());
+                            }};
     auto report = doctor::run(options);
     if (!report) {
       std::fprintf(stderr, "doctor: %s\n", report.error().message().c_str());

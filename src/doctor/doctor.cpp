@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <random>
 
 #include "doctor/endpoint_probe.h"
@@ -14,6 +15,7 @@
 #include "engine/measure.h"
 #include "kernels/cpu/dot.h"
 #include "model/model.h"
+#include "plan/devices.h"
 #include "plan/inventory.h"
 
 namespace doctor {
@@ -55,10 +57,12 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// Decode speed, tokens per second, after `depth` tokens (median of 3 runs), through the scheduler.
-util::Result<double> decode_speed(engine::Engine& e, int depth, int n_gen, std::mt19937& rng) {
+// Decode speed, tokens per second, after `depth` tokens (median of `reps` runs), through the
+// scheduler.
+util::Result<double> decode_speed(engine::Engine& e, int depth, int n_gen, int reps,
+                                  std::mt19937& rng) {
   std::vector<double> rates;
-  for (int rep = 0; rep < 3; ++rep) {
+  for (int rep = 0; rep < reps; ++rep) {
     const auto prefix = engine::random_tokens(e, depth, rng);
     HR_ASSIGN_OR_RETURN(auto t, engine::generation_throughput(e, prefix, n_gen, rng));
     rates.push_back(t.tokens_per_second);
@@ -88,62 +92,151 @@ util::Result<double> streams_speed(engine::Engine& e, int n, int n_gen, std::mt1
 }
 
 struct Measurement {
-  double seconds_per_token = 0;  // the whole model on this CPU, short context
+  double seconds_per_token = 0;  // the whole model on the CPU, short context (0: not on the CPU)
 };
 
-util::Result<Measurement> measure(const Options& o, const plan::Plan& cpu_plan, GpuTelemetry& gpu,
-                                  Observations& obs) {
-  HR_ASSIGN_OR_RETURN(auto e, engine::Engine::create(o.file, o.spec, cpu_plan));
+// How much the doctor decodes: the full workload, shrunk to fit its time limit.
+struct Workload {
+  int n_gen = 48, reps = 3, short_depth = 16, long_depth = 1024, n_concurrent = 4;
+
+  // Seconds it takes at these per-token costs (a batched step counted as one step per stream).
+  double seconds(double decode, double prefill) const {
+    return reps * ((short_depth + long_depth) * prefill + 2 * (n_gen + 1) * decode) +
+           n_gen * (1 + n_concurrent) * decode;
+  }
+  bool measures_depth() const { return long_depth >= 4 * std::max(short_depth, 1); }
+  // The least the doctor decodes: one repeat of 8 tokens at a depth 4× the short one.
+  Workload shortest() const {
+    Workload w = *this;
+    w.reps = 1;
+    w.long_depth = 4 * w.short_depth;
+    w.n_gen = std::min(w.n_gen, 8);
+    return w;
+  }
+};
+
+// The largest workload that fits `seconds`: fewer repeats, a shorter long depth, fewer tokens —
+// down to the shortest; nullopt when even that is over.
+std::optional<Workload> fit_workload(Workload w, double decode, double prefill, double seconds) {
+  while (w.seconds(decode, prefill) > seconds) {
+    if (w.reps > 1) {
+      --w.reps;
+    } else if (w.long_depth > 4 * w.short_depth) {
+      w.long_depth = std::max(4 * w.short_depth, w.long_depth / 2);
+    } else if (w.n_gen > w.shortest().n_gen) {
+      w.n_gen = std::max(w.shortest().n_gen, w.n_gen / 2);
+    } else {
+      return std::nullopt;
+    }
+  }
+  return w;
+}
+
+// What the shortest measurement would cost at the plan's predicted speed, to decline before
+// loading a model that cannot be measured in time (prefill taken as 8× faster, as batching allows).
+double predicted_minimum_seconds(double tokens_per_second) {
+  const double decode = 1 / std::max(tokens_per_second, 1e-9);
+  return Workload{}.shortest().seconds(decode, decode / 8);
+}
+
+std::string too_slow(double seconds, double limit, const std::string& how) {
+  return fmt::format(
+      "even the shortest measurement would take about {:.0f} s ({}), past the doctor's {:.0f} s "
+      "limit (--max-seconds); `headroom bench` measures it at length",
+      seconds, how, limit);
+}
+
+util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, GpuTelemetry& gpu,
+                                  Observations& obs, Clock::time_point start,
+                                  std::string& cannot_measure) {
+  auto progress = [&](const std::string& what) {
+    if (o.progress)
+      o.progress(
+          fmt::format("{} ({:.0f} s of at most {:.0f} s)", what, since(start), o.max_seconds));
+  };
+  progress("loading the model");
+  HR_ASSIGN_OR_RETURN(auto e, engine::Engine::create(o.file, o.spec, run_plan));
   const int threads = e->n_threads();
-  // Bandwidth now, with the engine's threads, before the samplers start (it allocates 512 MiB).
-  const double bandwidth = plan::measure_cpu_bandwidth(threads, size_t{512} << 20);
+  const bool on_cpu = !run_plan.uses_gpu();
+  // The roofline's bandwidth: on the CPU measured now with the engine's threads, before the
+  // samplers start (it allocates 512 MiB), and again after; on a GPU its datasheet peak.
+  auto probe_bandwidth = [&] {
+    if (!on_cpu) return run_plan.compute_device().bandwidth;
+    const plan::BandwidthProbe probe = plan::probe_cpu_bandwidth(threads, size_t{512} << 20);
+    plan::remember_cpu_bandwidth(threads, probe);
+    return probe.bytes_per_second;
+  };
+  double bandwidth = probe_bandwidth();
   std::vector<std::span<const uint8_t>> weights;
   for (const auto& w : plan::inventory(*o.file, o.spec).weights) {
     if (w.used) weights.push_back(o.file->find_tensor(w.name)->data);
   }
   std::mt19937 rng(7);
-  // Warm-up, untimed: faults the weights in, so the samples below see the steady state.
-  HR_TRY(engine::prefill_only(*e, std::vector<int32_t>(std::min(32, e->n_ctx() - 1), 1)));
+
+  // Calibration, untimed for the results: the warm-up prefill faults the weights in, so the
+  // samples below see the steady state, and with one short decode it prices the workload on the
+  // kernels that run.
+  progress("warming up");
+  Workload w{.n_gen = o.n_gen, .n_concurrent = std::min(o.n_concurrent, e->n_slots())};
+  w.short_depth = std::min(16, e->n_ctx() / 8);
+  const int n_warm = std::min(32, e->n_ctx() - 1);
+  auto t = Clock::now();
+  HR_TRY(engine::prefill_only(*e, std::vector<int32_t>(n_warm, 1)));
+  const double prefill = since(t) / n_warm;
+  HR_ASSIGN_OR_RETURN(auto probe, engine::generation_throughput(
+                                      *e, engine::random_tokens(*e, w.short_depth, rng), 4, rng));
+  const double decode = 1 / probe.tokens_per_second;
+  w.long_depth = std::min(1024, e->n_ctx() - w.n_gen - 1);
+  const double left = o.max_seconds - since(start);
+  const auto fitted = fit_workload(w, decode, prefill, left);
+  if (!fitted) {
+    cannot_measure = too_slow(w.shortest().seconds(decode, prefill), o.max_seconds,
+                              fmt::format("a token takes {:.2f} s on these kernels", decode));
+    return Measurement{};
+  }
+  w = *fitted;
+
   const CpuSnapshot cpu_before = cpu_snapshot();
   Sampler sampler(weights, &gpu, std::chrono::milliseconds(50));
-
-  const int n_gen = std::max(4, std::min(o.n_gen, e->n_ctx() / 4));
-  const int short_depth = std::min(16, e->n_ctx() / 8);
-  const int long_depth = std::min(1024, e->n_ctx() - n_gen - 1);
-  HR_ASSIGN_OR_RETURN(double tps_short, decode_speed(*e, short_depth, n_gen, rng));
+  progress(fmt::format("decoding {} tokens at depth {}, {}×", w.n_gen, w.short_depth, w.reps));
+  HR_ASSIGN_OR_RETURN(double tps_short, decode_speed(*e, w.short_depth, w.n_gen, w.reps, rng));
   const auto layers = model::kv_layers(o.spec);
   auto bytes_at = [&](int depth) {  // per token, in the middle of a decode run from `depth`
-    return cpu_plan.prediction.bytes_per_token +
-           kv::read_bytes_per_token(layers, cpu_plan.kv_config, depth + n_gen / 2) -
-           kv::read_bytes_per_token(layers, cpu_plan.kv_config, 0);
+    return run_plan.prediction.bytes_per_token +
+           kv::read_bytes_per_token(layers, run_plan.kv_config, depth + w.n_gen / 2) -
+           kv::read_bytes_per_token(layers, run_plan.kv_config, 0);
   };
-  if (long_depth >= 4 * std::max(short_depth, 1)) {
-    HR_ASSIGN_OR_RETURN(double tps_long, decode_speed(*e, long_depth, n_gen, rng));
-    obs.kv_growth.value = KvGrowthFacts{short_depth,
-                                        long_depth,
-                                        tps_short,
-                                        tps_long,
-                                        bytes_at(short_depth),
-                                        bytes_at(long_depth),
-                                        last_level_cache_bytes()};
+  const uint64_t llc = on_cpu ? plan::last_level_cache_bytes() : 0;
+  if (w.measures_depth()) {
+    progress(fmt::format("decoding {} tokens at depth {}, {}×", w.n_gen, w.long_depth, w.reps));
+    HR_ASSIGN_OR_RETURN(double tps_long, decode_speed(*e, w.long_depth, w.n_gen, w.reps, rng));
+    obs.kv_growth.value =
+        KvGrowthFacts{w.short_depth,           w.long_depth,           tps_short, tps_long,
+                      bytes_at(w.short_depth), bytes_at(w.long_depth), llc};
   } else {
     obs.kv_growth.not_run = fmt::format(
         "the context ({} tokens) is too short to compare a short and a long depth", e->n_ctx());
   }
   ContentionFacts c;
   c.threads = threads;
-  c.n_concurrent = std::min(o.n_concurrent, e->n_slots());
-  HR_ASSIGN_OR_RETURN(c.single_tps, streams_speed(*e, 1, n_gen, rng));
-  HR_ASSIGN_OR_RETURN(c.concurrent_tps, streams_speed(*e, c.n_concurrent, n_gen, rng));
+  c.n_concurrent = w.n_concurrent;
+  progress(fmt::format("one stream, then {} at once", w.n_concurrent));
+  HR_ASSIGN_OR_RETURN(c.single_tps, streams_speed(*e, 1, w.n_gen, rng));
+  HR_ASSIGN_OR_RETURN(c.concurrent_tps, streams_speed(*e, w.n_concurrent, w.n_gen, rng));
 
   auto [memory, gpu_samples] = sampler.stop();
   fill_cpu_use(cpu_before, cpu_snapshot(), c);
   obs.contention.value = c;
-  obs.memory.value = MemoryFacts{std::move(memory), cpu_plan.bytes_of(plan::ItemKind::kKvCache)};
+  obs.memory.value = MemoryFacts{std::move(memory), run_plan.bytes_of(plan::ItemKind::kKvCache)};
   if (gpu.unavailable().empty()) obs.throttle.value = ThrottleFacts{std::move(gpu_samples)};
-  obs.roofline.value =
-      RooflineFacts{bytes_at(short_depth), tps_short, bandwidth, last_level_cache_bytes()};
-  return Measurement{1.0 / tps_short};
+  // The best of the probes before and after, and the decode itself: a noisy or disturbed probe
+  // must not put the decode above its roofline.
+  const double achieved = tps_short * static_cast<double>(bytes_at(w.short_depth));
+  bandwidth =
+      std::max({bandwidth, probe_bandwidth(),
+                on_cpu && achieved > bandwidth && bytes_at(w.short_depth) > llc ? achieved : 0.0});
+  obs.roofline.value = RooflineFacts{bytes_at(w.short_depth), tps_short, bandwidth, llc};
+  return Measurement{on_cpu ? 1.0 / tps_short : 0};
 }
 
 }  // namespace
@@ -163,30 +256,40 @@ util::Result<Report> run(const Options& o) {
     gpu = own_gpu.get();
   }
 
-  // The engine runs on the CPU: plan the same request there, with slots for concurrent streams.
-  plan::Request cpu_request = p.request;
-  cpu_request.n_cpu_layers = 0;
-  cpu_request.ple_on_host = cpu_request.experts_on_host = false;
-  cpu_request.n_slots = std::max(cpu_request.n_slots, o.n_concurrent);
-  HR_ASSIGN_OR_RETURN(plan::Plan cpu_plan,
-                      plan::make_plan({*o.file, o.spec, {p.devices[0]}}, cpu_request));
+  // The engine runs where the plan puts it: on the GPUs it places layers on when they are all
+  // present, else on the CPU (a what-if GPU is not here to measure). Planned again with slots
+  // for the concurrent streams.
+  const bool what_if = std::any_of(p.devices.begin(), p.devices.end(),
+                                   [](const plan::Device& d) { return d.simulated; });
+  const bool on_gpu = !what_if && obs.backend->bytes_on_real_gpu > 0;
+  plan::Request run_request = p.request;
+  run_request.n_slots = std::max(run_request.n_slots, o.n_concurrent);
+  std::vector<plan::Device> run_devices = p.devices;
+  if (!on_gpu) {
+    run_request.n_cpu_layers = 0;
+    run_request.ple_on_host = run_request.experts_on_host = false;
+    run_devices = {p.devices[0]};
+  }
+  HR_ASSIGN_OR_RETURN(plan::Plan run_plan,
+                      plan::make_plan({*o.file, o.spec, run_devices}, run_request));
   std::string cannot_measure;
   if (!p.fits) {
     cannot_measure =
         "the request does not fit its budgets (see budget), so the engine was not loaded";
-  } else if (!cpu_plan.fits) {
-    cannot_measure =
-        fmt::format("the engine runs on the CPU here and the model does not fit in RAM there: {}",
-                    cpu_plan.problems.empty() ? "" : cpu_plan.problems[0]);
-  } else if (cpu_plan.prediction.tokens_per_second < o.min_measured_tps) {
+  } else if (!run_plan.fits) {
     cannot_measure = fmt::format(
-        "the model is too large to measure quickly: the plan predicts {:.1f} tok/s on this "
-        "CPU; `headroom bench` measures it at length",
-        cpu_plan.prediction.tokens_per_second);
+        "with slots for {} concurrent streams the model does not fit {}: {}", o.n_concurrent,
+        on_gpu ? "its devices" : "in RAM (the engine runs on the CPU here)",
+        run_plan.problems.empty() ? "" : run_plan.problems[0]);
+  } else if (const double least = predicted_minimum_seconds(run_plan.prediction.tokens_per_second);
+             least > o.max_seconds) {
+    cannot_measure = too_slow(
+        least, o.max_seconds,
+        fmt::format("the plan predicts {:.2f} tok/s", run_plan.prediction.tokens_per_second));
   }
   Measurement measured;
   if (cannot_measure.empty()) {
-    auto m = measure(o, cpu_plan, *gpu, obs);
+    auto m = measure(o, run_plan, *gpu, obs, start, cannot_measure);
     if (m)
       measured = *m;
     else
@@ -215,7 +318,7 @@ util::Result<Report> run(const Options& o) {
   } else {
     HR_ASSIGN_OR_RETURN(obs.offload.value,
                         offload_facts({*o.file, o.spec, p.devices}, p, measured.seconds_per_token,
-                                      cpu_plan.prediction.bytes_per_token));
+                                      run_plan.prediction.bytes_per_token));
   }
   if (o.endpoint.empty()) {
     obs.endpoint.not_run =

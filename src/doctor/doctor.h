@@ -3,6 +3,7 @@
 // applies the rules (rules.h) to what they measured.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -22,9 +23,10 @@ struct Options {
   plan::Plan plan;              // the user's request as planned (with a what-if GPU if asked)
   std::string endpoint;         // --endpoint URL; empty: not probed
   GpuTelemetry* gpu = nullptr;  // null: default_gpu_telemetry()
-  int n_gen = 48;               // tokens decoded per speed measurement
+  int n_gen = 48;               // tokens decoded per speed measurement (fewer to fit the limit)
   int n_concurrent = 4;
-  double min_measured_tps = 5;  // below this predicted speed the engine is not measured (too slow)
+  double max_seconds = 60;  // the engine's measurements shrink to fit this, or are not run
+  std::function<void(const std::string&)> progress;  // what is being measured now; may be null
 };
 
 struct Report {

@@ -145,12 +145,14 @@ struct ThrottleFacts {
 struct RooflineFacts {
   uint64_t bytes_per_token = 0;  // from the plan, at the measured depth
   double measured_tps = 0;
-  double bandwidth = 0;    // bytes/s, measured in the same run with the same threads
+  double bandwidth = 0;    // bytes/s: the best of the probes before and after the decode (same
+                           // threads) and what the decode itself read from RAM, or the GPU's peak
   uint64_t llc_bytes = 0;  // the CPU's last-level cache (0: unknown)
   double roofline_tps() const {
     return bytes_per_token ? bandwidth / static_cast<double>(bytes_per_token) : 0;
   }
   double share() const { return roofline_tps() > 0 ? measured_tps / roofline_tps() : 0; }
+  bool fits_in_cache() const { return llc_bytes > 0 && bytes_per_token <= llc_bytes; }
 };
 
 struct EndpointFacts {

@@ -443,22 +443,22 @@ const std::vector<Rule> kRules = {
 
 // ── roofline: measured decode vs. bandwidth / bytes per token ────────────────────────────────
 {"roofline", "roofline.bandwidth-bound", Status::kOk,
- "decode reaches at least 60% of the roofline (bandwidth ÷ bytes per token)",
+ "decode reaches at least 60% of the roofline (bandwidth ÷ bytes per token), and a token's bytes exceed the CPU's last-level cache",
  "normal: bandwidth-bound — this is the speed this machine's memory allows",
  "none; only fewer bytes per token (a smaller quantization, a quantized KV cache) or more bandwidth go faster",
  [](const Observations& o) -> Fire {
    const auto& r = *o.roofline;
-   if (r.share() < kBandwidthBoundShare) return {};
+   if (r.share() < kBandwidthBoundShare || r.fits_in_cache()) return {};
    return Finding{fmt::format("{:.1f} tok/s = {:.0f}% of the roofline {:.1f} tok/s ({:.1f} GB/s measured now ÷ {}/token)",
                               r.measured_tps, 100 * r.share(), r.roofline_tps(), r.bandwidth / 1e9, bytes(r.bytes_per_token)), ""};
  }},
 {"roofline", "roofline.fits-in-cache", Status::kNote,
- "below 60% of the roofline, and a token's bytes fit in the CPU's last-level cache",
- "the model is small enough to stay in the CPU cache: per-token overhead, not memory bandwidth, bounds it",
+ "a token's bytes fit in the CPU's last-level cache",
+ "the model is small enough to stay in the CPU cache: per-token overhead and compute, not memory bandwidth, bound it",
  "none; the memory roofline applies to models larger than the cache",
  [](const Observations& o) -> Fire {
    const auto& r = *o.roofline;
-   if (r.llc_bytes == 0 || r.bytes_per_token > r.llc_bytes) return {};
+   if (!r.fits_in_cache()) return {};
    return Finding{fmt::format("{:.1f} tok/s = {:.0f}% of the roofline {:.1f} tok/s ({:.1f} GB/s ÷ {}/token); {}/token fits "
                               "the {} last-level cache",
                               r.measured_tps, 100 * r.share(), r.roofline_tps(), r.bandwidth / 1e9, bytes(r.bytes_per_token),
@@ -470,7 +470,7 @@ const std::vector<Rule> kRules = {
  "read the backend and contention lines; compare with `headroom bench` (compute figures)",
  [](const Observations& o) -> Fire {
    const auto& r = *o.roofline;
-   if (r.share() >= kBandwidthBoundShare || (r.llc_bytes > 0 && r.bytes_per_token <= r.llc_bytes)) return {};
+   if (r.share() >= kBandwidthBoundShare || r.fits_in_cache()) return {};
    return Finding{fmt::format("{:.1f} tok/s = {:.0f}% of the roofline {:.1f} tok/s ({:.1f} GB/s measured now ÷ {}/token)",
                               r.measured_tps, 100 * r.share(), r.roofline_tps(), r.bandwidth / 1e9, bytes(r.bytes_per_token)), ""};
  }},

@@ -76,15 +76,7 @@ MemorySample sample_memory(std::span<const std::span<const uint8_t>> weights) {
 
 CpuSnapshot cpu_snapshot() {
   CpuSnapshot s;
-  s.when = std::chrono::steady_clock::now();
-  {
-    std::ifstream in("/proc/stat");
-    std::string cpu;
-    uint64_t user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0;
-    in >> cpu >> user >> nice >> system >> idle >> iowait >> irq >> softirq >> steal;
-    s.busy = user + nice + system + irq + softirq + steal;
-    s.steal = steal;
-  }
+  s.ticks = util::cpu_ticks();
   const int self = ::getpid();
   std::error_code ec;
   std::string name;
@@ -95,23 +87,20 @@ CpuSnapshot cpu_snapshot() {
     if (!parse_stat(read_all(entry.path().string() + "/stat"), name, fields)) continue;
     const uint64_t ticks = field(fields, kUserTime) + field(fields, kSystemTime);
     const int pid = std::atoi(pid_text.c_str());
-    if (pid == self)
-      s.self = ticks;
-    else
-      s.processes[pid] = {name, ticks};
+    if (pid != self) s.processes[pid] = {name, ticks};
   }
   return s;
 }
 
 void fill_cpu_use(const CpuSnapshot& before, const CpuSnapshot& after, ContentionFacts& facts) {
-  const double seconds = std::chrono::duration<double>(after.when - before.when).count();
+  const double seconds =
+      std::chrono::duration<double>(after.ticks.when - before.ticks.when).count();
   const double hz = static_cast<double>(::sysconf(_SC_CLK_TCK));
   facts.n_cpus = online_cpus();
   if (seconds <= 0) return;
   auto cpus = [&](uint64_t ticks) { return static_cast<double>(ticks) / hz / seconds; };
-  const uint64_t busy = after.busy - before.busy, self = after.self - before.self;
-  facts.other_cpus = cpus(busy > self ? busy - self : 0);
-  facts.steal_cpus = cpus(after.steal - before.steal);
+  facts.other_cpus = util::other_busy_cpus(before.ticks, after.ticks);
+  facts.steal_cpus = cpus(after.ticks.steal - before.ticks.steal);
   facts.busiest.clear();
   for (const auto& [pid, entry] : after.processes) {
     const auto it = before.processes.find(pid);
@@ -127,28 +116,6 @@ void fill_cpu_use(const CpuSnapshot& before, const CpuSnapshot& after, Contentio
 
 int online_cpus() {
   return std::max(1, static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN)));
-}
-
-uint64_t last_level_cache_bytes() {
-  uint64_t best = 0;
-  int best_level = 0;
-  std::error_code ec;
-  for (const auto& entry :
-       std::filesystem::directory_iterator("/sys/devices/system/cpu/cpu0/cache", ec)) {
-    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
-    int level = 0;
-    std::ifstream(entry.path() / "level") >> level;
-    std::string size;
-    std::ifstream(entry.path() / "size") >> size;  // "32768K"
-    uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
-    if (!size.empty() && size.back() == 'K') bytes <<= 10;
-    if (!size.empty() && size.back() == 'M') bytes <<= 20;
-    if (level > best_level) {
-      best_level = level;
-      best = bytes;
-    }
-  }
-  return best;
 }
 
 Sampler::Sampler(std::vector<std::span<const uint8_t>> weights, GpuTelemetry* gpu,

@@ -14,6 +14,7 @@
 
 #include "doctor/gpu_telemetry.h"
 #include "doctor/observations.h"
+#include "util/cpu_time.h"
 
 namespace doctor {
 
@@ -23,9 +24,7 @@ MemorySample sample_memory(std::span<const std::span<const uint8_t>> weights);
 
 // CPU time counters at one instant, to be differenced.
 struct CpuSnapshot {
-  std::chrono::steady_clock::time_point when;
-  uint64_t busy = 0, steal = 0;                               // clock ticks, all CPUs (/proc/stat)
-  uint64_t self = 0;                                          // this process's user + system ticks
+  util::CpuTicks ticks;
   std::map<int, std::pair<std::string, uint64_t>> processes;  // pid → (name, ticks)
 };
 CpuSnapshot cpu_snapshot();
@@ -34,8 +33,6 @@ CpuSnapshot cpu_snapshot();
 void fill_cpu_use(const CpuSnapshot& before, const CpuSnapshot& after, ContentionFacts& facts);
 
 int online_cpus();
-// The last-level cache of CPU 0 in bytes, 0 if unknown.
-uint64_t last_level_cache_bytes();
 
 // Samples memory (and the GPU source, when it can read) every `interval` on its own thread.
 class Sampler {

@@ -2,6 +2,10 @@
 // NVML (loaded at run time), what-if GPUs.
 #include "plan/devices.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +20,7 @@
 
 #include "telemetry/nvml.h"
 #include "util/aligned_buffer.h"
+#include "util/cpu_time.h"
 #include "util/units.h"
 
 namespace plan {
@@ -159,6 +164,69 @@ std::string cpu_model_name() {
   return "unknown CPU";
 }
 
+namespace {
+
+// The largest cache level sysfs lists for CPU 0, or 0 when it lists none (some VMs).
+uint64_t sysfs_last_level_cache() {
+  uint64_t best = 0;
+  int best_level = 0;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/sys/devices/system/cpu/cpu0/cache", ec)) {
+    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
+    int level = 0;
+    std::ifstream(entry.path() / "level") >> level;
+    std::string size;
+    std::ifstream(entry.path() / "size") >> size;  // "32768K"
+    uint64_t bytes = std::strtoull(size.c_str(), nullptr, 10);
+    if (!size.empty() && size.back() == 'K') bytes <<= 10;
+    if (!size.empty() && size.back() == 'M') bytes <<= 20;
+    if (level > best_level) {
+      best_level = level;
+      best = bytes;
+    }
+  }
+  return best;
+}
+
+// The same from CPUID's cache descriptors: leaf 4 (Intel) or 0x8000001D (AMD), whose subleaves
+// give each cache's level, ways, partitions, line size and sets.
+uint64_t cpuid_last_level_cache() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  for (unsigned leaf : {4u, 0x8000001Du}) {
+    if (__get_cpuid_max(leaf & 0x80000000u, nullptr) < leaf) continue;
+    uint64_t best = 0;
+    unsigned best_level = 0;
+    for (unsigned sub = 0; sub < 16; ++sub) {
+      __cpuid_count(leaf, sub, a, b, c, d);
+      if ((a & 0x1f) == 0) break;     // no more caches
+      if ((a & 0x1f) == 2) continue;  // instruction cache
+      const unsigned level = (a >> 5) & 7;
+      const uint64_t bytes = uint64_t{((b >> 22) & 0x3ff) + 1} * (((b >> 12) & 0x3ff) + 1) *
+                             ((b & 0xfff) + 1) * (uint64_t{c} + 1);
+      if (level > best_level) {
+        best_level = level;
+        best = bytes;
+      }
+    }
+    if (best > 0) return best;
+  }
+#endif
+  return 0;
+}
+
+}  // namespace
+
+uint64_t last_level_cache_bytes() {
+  const uint64_t sysfs = sysfs_last_level_cache();
+  return sysfs > 0 ? sysfs : cpuid_last_level_cache();
+}
+
+uint64_t cpuid_last_level_cache_bytes() {
+  return cpuid_last_level_cache();
+}
+
 double measure_cpu_bandwidth(int threads, size_t bytes) {
   threads = std::max(1, threads);
   util::AlignedBuffer buffer(bytes);
@@ -193,28 +261,147 @@ double measure_cpu_bandwidth(int threads, size_t bytes) {
   return best;
 }
 
-double cpu_bandwidth(int threads, std::string* source) {
-  const std::string key = fmt::format("{}|{} threads|{} bytes", cpu_model_name(), threads, total_ram());
-  const auto path = cache_dir() / "cpu-bandwidth.json";
-  nlohmann::json cache = nlohmann::json::object();
-  if (std::ifstream in(path); in) {
+namespace {
+
+// How long a quiet bandwidth figure is trusted, and the other processes' CPU use above which a
+// figure is taken to be depressed by them (half a CPU: a build or a second model competing).
+constexpr std::chrono::hours kBandwidthMaxAge{24 * 7};
+constexpr double kQuietOtherCpus = 0.5;
+
+std::string kernel_release() {
+  utsname u{};
+  return ::uname(&u) == 0 ? u.release : "unknown kernel";
+}
+
+// The machine a figure belongs to: a different CPU, kernel or RAM size voids it.
+nlohmann::json machine_conditions(int threads) {
+  return {{"cpu", cpu_model_name()},
+          {"kernel", kernel_release()},
+          {"ram_bytes", total_ram()},
+          {"threads", threads}};
+}
+
+std::filesystem::path bandwidth_cache_path() {
+  return cache_dir() / "cpu-bandwidth.json";
+}
+
+nlohmann::json read_bandwidth_cache() {
+  if (std::ifstream in(bandwidth_cache_path()); in) {
     try {
-      cache = nlohmann::json::parse(in);
+      auto cache = nlohmann::json::parse(in);
+      if (cache.is_object()) return cache;
     } catch (const std::exception&) {
-      cache = nlohmann::json::object();  // a damaged cache is simply measured again
     }
   }
-  if (cache.contains(key) && cache[key].is_number()) {
-    if (source) *source = fmt::format("measured earlier, cached in {}", path.string());
-    return cache[key].get<double>();
-  }
-  const double bw = measure_cpu_bandwidth(threads, 256ull << 20);
-  cache[key] = bw;
+  return nlohmann::json::object();  // none, or damaged: measured again
+}
+
+void write_bandwidth_cache(const nlohmann::json& cache) {
+  const auto path = bandwidth_cache_path();
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   if (std::ofstream out(path); out) out << cache.dump(1) << "\n";
-  if (source) *source = fmt::format("measured now ({} threads, 256 MiB read, best of 3)", threads);
-  return bw;
+}
+
+int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string format_age(int64_t seconds) {
+  if (seconds < 120) return fmt::format("{} s", seconds);
+  if (seconds < 2 * 3600) return fmt::format("{} min", seconds / 60);
+  if (seconds < 2 * 86400) return fmt::format("{} h", seconds / 3600);
+  return fmt::format("{} days", seconds / 86400);
+}
+
+// Why a cached figure must be measured again, or "" when it still holds.
+std::string stale_reason(const nlohmann::json& record, int threads) {
+  if (!record.is_object()) return "none was cached";
+  try {
+    if (record.at("conditions") != machine_conditions(threads))
+      return "the CPU, kernel or RAM changed since it was cached";
+    const int64_t age = unix_now() - record.at("measured_at").get<int64_t>();
+    if (age < 0) return "the clock moved back since it was cached";
+    if (age > std::chrono::seconds(kBandwidthMaxAge).count())
+      return fmt::format("the cached one was {} old", format_age(age));
+    if (const double others = record.at("other_cpus_busy").get<double>(); others > kQuietOtherCpus)
+      return fmt::format("the cached one was taken while other processes kept {:.1f} CPUs busy",
+                         others);
+    if (record.contains("beaten_by"))
+      return fmt::format("a run read {:.1f} GB/s, more than the cached {:.1f} GB/s allows",
+                         record.at("beaten_by").get<double>() / 1e9,
+                         record.at("bytes_per_second").get<double>() / 1e9);
+    if (record.at("bytes_per_second").get<double>() <= 0) return "the cached one was not positive";
+  } catch (const std::exception&) {
+    return "the cached one was damaged";
+  }
+  return "";
+}
+
+std::string probe_conditions(const BandwidthProbe& p) {
+  return p.other_cpus_busy > kQuietOtherCpus
+             ? fmt::format(
+                   "while other processes kept {:.1f} CPUs busy, so it may read low and "
+                   "is measured again next time",
+                   p.other_cpus_busy)
+             : "with the CPUs otherwise idle";
+}
+
+}  // namespace
+
+BandwidthProbe probe_cpu_bandwidth(int threads, size_t bytes) {
+  const util::CpuTicks before = util::cpu_ticks();
+  BandwidthProbe p;
+  p.bytes_per_second = measure_cpu_bandwidth(threads, bytes);
+  p.other_cpus_busy = util::other_busy_cpus(before, util::cpu_ticks());
+  return p;
+}
+
+void remember_cpu_bandwidth(int threads, const BandwidthProbe& probe) {
+  if (probe.bytes_per_second <= 0) return;
+  nlohmann::json cache = read_bandwidth_cache();
+  const std::string key = std::to_string(threads);
+  // A figure taken under load does not replace a quiet one that still holds.
+  if (probe.other_cpus_busy > kQuietOtherCpus && stale_reason(cache[key], threads).empty()) return;
+  cache[key] = {{"bytes_per_second", probe.bytes_per_second},
+                {"measured_at", unix_now()},
+                {"other_cpus_busy", probe.other_cpus_busy},
+                {"conditions", machine_conditions(threads)}};
+  write_bandwidth_cache(cache);
+}
+
+void report_cpu_bandwidth_achieved(int threads, double bytes_per_second) {
+  nlohmann::json cache = read_bandwidth_cache();
+  const std::string key = std::to_string(threads);
+  if (!stale_reason(cache[key], threads).empty()) return;
+  if (bytes_per_second <= cache[key]["bytes_per_second"].get<double>()) return;
+  cache[key]["beaten_by"] = bytes_per_second;
+  write_bandwidth_cache(cache);
+}
+
+double cpu_bandwidth(int threads, std::string* source) {
+  const nlohmann::json cache = read_bandwidth_cache();
+  const std::string key = std::to_string(threads);
+  const nlohmann::json record = cache.contains(key) ? cache[key] : nlohmann::json();
+  const std::string why = stale_reason(record, threads);
+  if (why.empty()) {
+    BandwidthProbe cached{record["bytes_per_second"].get<double>(),
+                          record["other_cpus_busy"].get<double>()};
+    if (source)
+      *source = fmt::format("measured {} ago {}, cached in {}",
+                            format_age(unix_now() - record["measured_at"].get<int64_t>()),
+                            probe_conditions(cached), bandwidth_cache_path().string());
+    return cached.bytes_per_second;
+  }
+  const BandwidthProbe now = probe_cpu_bandwidth(threads, kPlanProbeBytes);
+  remember_cpu_bandwidth(threads, now);
+  if (source)
+    *source =
+        fmt::format("measured now ({} threads, {} read, best of 3) {}; re-measured because {}",
+                    threads, util::format_bytes(kPlanProbeBytes), probe_conditions(now), why);
+  return now.bytes_per_second;
 }
 
 util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options) {

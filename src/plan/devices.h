@@ -53,10 +53,33 @@ util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options);
 
 // Best-of-3 streaming read bandwidth (bytes/s) with `threads` threads over `bytes` of RAM.
 double measure_cpu_bandwidth(int threads, size_t bytes);
-// The measurement above, cached per machine in $XDG_CACHE_HOME/headroom (or ~/.cache/headroom).
+
+// A bandwidth measurement and the load it was taken under.
+struct BandwidthProbe {
+  double bytes_per_second = 0;
+  double other_cpus_busy = 0;  // CPUs other processes kept busy meanwhile (a build, a second model)
+};
+BandwidthProbe probe_cpu_bandwidth(int threads, size_t bytes);
+
+// The bytes the plan's probe reads: short enough to keep `plan` instant, past any CPU cache.
+inline constexpr size_t kPlanProbeBytes = size_t{256} << 20;
+
+// The CPU's bandwidth with `threads` threads for the plan: cached per machine in
+// $XDG_CACHE_HOME/headroom/cpu-bandwidth.json (or ~/.cache/headroom) with when and under what
+// load it was measured, and measured again when it no longer holds: older than a week, a
+// different CPU, kernel or RAM size, taken under load, or beaten by a run. `source` says which.
 double cpu_bandwidth(int threads, std::string* source);
+// Stores a measurement for the plans that follow (a loaded one does not replace a quiet one).
+void remember_cpu_bandwidth(int threads, const BandwidthProbe& probe);
+// A run read memory at `bytes_per_second` from RAM (not from the caches): a cached figure below
+// it is stale and is measured again next time.
+void report_cpu_bandwidth_achieved(int threads, double bytes_per_second);
 
 int physical_cores();
+// The CPU's last-level cache in bytes (what CPU 0 sees): from sysfs, else from CPUID; 0 unknown.
+uint64_t last_level_cache_bytes();
+// The CPUID figure alone (0 off x86), so tests can check sysfs against it.
+uint64_t cpuid_last_level_cache_bytes();
 std::string cpu_model_name();
 // MemAvailable and MemTotal from /proc/meminfo.
 uint64_t available_ram();

@@ -326,5 +326,22 @@ TEST(DoctorRules, EndpointThatSerializesRequests) {
   EXPECT_EQ(rules_fired(o), std::set<std::string>{});
 }
 
+TEST(DoctorRules, RooflineInCacheIsANoteAtAnyShareAndBelowOutsideIt) {
+  Observations o = healthy();
+  // 1 MiB a token in a 32 MiB cache: no memory roofline applies, fast or slow.
+  for (double tps : {19000.0, 2000.0}) {
+    o.roofline.value = RooflineFacts{
+        .bytes_per_token = kMiB, .measured_tps = tps, .bandwidth = 20e9, .llc_bytes = 32 * kMiB};
+    EXPECT_EQ(rules_fired(o), std::set<std::string>{}) << tps;
+    EXPECT_EQ(rules_fired(o, Status::kNote), std::set<std::string>{"roofline.fits-in-cache"})
+        << tps;
+  }
+  // 4 GiB a token at 20 GB/s is a 4.66 tok/s roofline; 1.4 tok/s is 30% of it.
+  o.roofline.value = RooflineFacts{
+      .bytes_per_token = 4 * kGiB, .measured_tps = 1.4, .bandwidth = 20e9, .llc_bytes = 32 * kMiB};
+  EXPECT_EQ(rules_fired(o), std::set<std::string>{"roofline.below"});
+  EXPECT_NE(verdict(diagnose(o), "roofline.below").observation.find("30%"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace doctor

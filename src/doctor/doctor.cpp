@@ -139,7 +139,11 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& cpu_plan, 
   auto [memory, gpu_samples] = sampler.stop();
   fill_cpu_use(cpu_before, cpu_snapshot(), c);
   obs.contention.value = c;
-  obs.memory.value = MemoryFacts{std::move(memory), cpu_plan.bytes_of(plan::ItemKind::kKvCache)};
+  using plan::ItemKind;
+  obs.memory.value =
+      MemoryFacts{std::move(memory), cpu_plan.bytes_of(ItemKind::kKvCache),
+                  cpu_plan.bytes_of(ItemKind::kActivations) + cpu_plan.bytes_of(ItemKind::kLogits) +
+                      cpu_plan.bytes_of(ItemKind::kHost)};
   if (gpu.unavailable().empty()) obs.throttle.value = ThrottleFacts{std::move(gpu_samples)};
   obs.roofline.value =
       RooflineFacts{bytes_at(short_depth), tps_short, bandwidth, last_level_cache_bytes()};
@@ -155,6 +159,7 @@ util::Result<Report> run(const Options& o) {
   const plan::Plan& p = o.plan;
   obs.placement.value = placement_facts(p, o.spec);
   obs.budget.value = budget_facts(p);
+  obs.budget.value->ram_holders = memory_holders(5);
   obs.backend.value = backend_facts(p);
   std::unique_ptr<GpuTelemetry> own_gpu;
   GpuTelemetry* gpu = o.gpu;

@@ -173,9 +173,9 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
   }
   std::mt19937 rng(7);
 
-  // Calibration, untimed for the results: the warm-up prefill faults the weights in, so the
-  // samples below see the steady state, and with one short decode it prices the workload on the
-  // kernels that run.
+  // Calibration, untimed for the results: the warm-up prefill faults in the weights every token
+  // reads (a lazily read table, such as per-layer embeddings, only its rows as they are used),
+  // and with one short decode it prices the workload on the kernels that run.
   progress("warming up");
   Workload w{.n_gen = o.n_gen, .n_concurrent = std::min(o.n_concurrent, e->n_slots())};
   w.short_depth = std::min(16, e->n_ctx() / 8);
@@ -227,7 +227,11 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
   auto [memory, gpu_samples] = sampler.stop();
   fill_cpu_use(cpu_before, cpu_snapshot(), c);
   obs.contention.value = c;
-  obs.memory.value = MemoryFacts{std::move(memory), run_plan.bytes_of(plan::ItemKind::kKvCache)};
+  using plan::ItemKind;
+  obs.memory.value =
+      MemoryFacts{std::move(memory), run_plan.bytes_of(ItemKind::kKvCache),
+                  run_plan.bytes_of(ItemKind::kActivations) + run_plan.bytes_of(ItemKind::kLogits) +
+                      run_plan.bytes_of(ItemKind::kHost)};
   if (gpu.unavailable().empty()) obs.throttle.value = ThrottleFacts{std::move(gpu_samples)};
   // The best of the probes before and after, and the decode itself: a noisy or disturbed probe
   // must not put the decode above its roofline.
@@ -248,6 +252,7 @@ util::Result<Report> run(const Options& o) {
   const plan::Plan& p = o.plan;
   obs.placement.value = placement_facts(p, o.spec);
   obs.budget.value = budget_facts(p);
+  obs.budget.value->ram_holders = memory_holders(5);
   obs.backend.value = backend_facts(p);
   std::unique_ptr<GpuTelemetry> own_gpu;
   GpuTelemetry* gpu = o.gpu;

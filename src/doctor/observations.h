@@ -46,11 +46,29 @@ struct Alternative {
   bool all_on_gpu = false;  // no layer left on the CPU
 };
 
+// A process and the RAM it holds (resident set).
+struct ProcessMemory {
+  std::string name;  // "firefox (pid 4242)"
+  uint64_t rss = 0;
+};
+
 struct BudgetFacts {
   bool fits = true;
   std::vector<std::string> problems;      // one per device over budget
   std::vector<Alternative> alternatives;  // configurations that fit, fastest first
   std::string applied;                    // what --fit changed to make it fit
+  // RAM: the plan's need against its budget and against the machine's RAM, to tell memory other
+  // processes hold from a model too large for this machine.
+  uint64_t ram_need = 0;
+  uint64_t ram_budget = 0;
+  uint64_t ram_total = 0;
+  uint64_t ram_margin = 0;                 // what a budget leaves for the OS
+  bool ram_budget_is_available = false;    // the budget is RAM available now (not --cpu-mem)
+  bool gpus_fit = true;                    // every GPU's bytes are within its budget
+  std::vector<ProcessMemory> ram_holders;  // other processes by RSS, largest first
+  uint64_t ram_short() const { return ram_need > ram_budget ? ram_need - ram_budget : 0; }
+  // The need fits this machine's RAM, were nothing else holding it.
+  bool fits_machine() const { return ram_need + ram_margin <= ram_total; }
 };
 
 // Decode speed of one sequence at a short and a long context depth, with the bytes the plan
@@ -71,17 +89,23 @@ struct KvGrowthFacts {
 struct MemorySample {
   double seconds = 0;  // since the first sample
   uint64_t rss = 0;
+  uint64_t rss_anon = 0;  // RSS that is anonymous memory: what the process allocated
+  uint64_t rss_file = 0;  // RSS that is file pages: the mapped weights as they are read
   uint64_t mem_available = 0;
   uint64_t mem_total = 0;
   uint64_t swap_used = 0;
-  uint64_t major_faults = 0;  // of this process, cumulative
+  // Of this process, cumulative; a first read of a lazily read table is a major fault too, so
+  // this is evidence of nothing by itself.
+  uint64_t major_faults = 0;
   uint64_t weights_resident = 0;
-  uint64_t weights_bytes = 0;
+  uint64_t weights_bytes = 0;    // the pages the weights span
+  uint64_t weights_evicted = 0;  // cumulative: weight pages resident at a sample, gone at a later
 };
 
 struct MemoryFacts {
   std::vector<MemorySample> samples;  // after warm-up, in time order
   uint64_t kv_bytes = 0;  // the planned KV cache, whose pages are first touched during the run
+  uint64_t buffer_bytes = 0;  // the planned activations, logits and host structures
 };
 
 struct ProcessLoad {

@@ -8,15 +8,19 @@ namespace doctor {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DeviceBytes, name, gpu, simulated, budget, weights, kv, other)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlacementFacts, devices, n_layer, n_cpu_layers, applied)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Alternative, change, flags, tokens_per_second, all_on_gpu)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BudgetFacts, fits, problems, alternatives, applied)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProcessMemory, name, rss)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BudgetFacts, fits, problems, alternatives, applied, ram_need,
+                                   ram_budget, ram_total, ram_margin, ram_budget_is_available,
+                                   gpus_fit, ram_holders)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BackendFacts, backend, isa_in_use, isa_best, isa_capped,
                                    isa_cap_source, threads, gpu_hardware, gpu_backend_built,
                                    bytes_on_real_gpu)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(KvGrowthFacts, short_depth, long_depth, tps_short, tps_long,
                                    bytes_short, bytes_long, llc_bytes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemorySample, seconds, rss, mem_available, mem_total, swap_used,
-                                   major_faults, weights_resident, weights_bytes)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemoryFacts, samples, kv_bytes)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemorySample, seconds, rss, rss_anon, rss_file, mem_available,
+                                   mem_total, swap_used, major_faults, weights_resident,
+                                   weights_bytes, weights_evicted)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(MemoryFacts, samples, kv_bytes, buffer_bytes)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProcessLoad, name, cpus)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ContentionFacts, n_cpus, threads, other_cpus, steal_cpus,
                                    loadavg_1m, busiest, n_concurrent, single_tps, concurrent_tps)

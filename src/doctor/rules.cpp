@@ -17,9 +17,9 @@ constexpr double kBandwidthBoundShare = 0.6;  // of the roofline: decode is band
 constexpr double kOtherCpusBusy = 0.5;        // CPUs kept busy by other processes
 constexpr double kConcurrentMinGain = 0.9;    // concurrent total / single stream
 constexpr uint64_t kSwapGrowth = 16ull << 20;  // swap that grew during the run
-constexpr uint64_t kMajorFaults = 64;          // pages read back from disk during the run
-constexpr double kResidentShare = 0.95;        // of the weights, resident in RAM
-constexpr uint64_t kRssSlack = 32ull << 20;    // RSS growth beyond the KV cache's pages
+constexpr double kEvictedShare = 0.01;         // of the weights' pages, evicted during the run
+constexpr uint64_t kEvictedMin = 1ull << 20;
+constexpr uint64_t kAnonSlack = 32ull << 20;   // anonymous growth beyond the KV cache and buffers
 constexpr double kLowAvailableShare = 0.05;    // of RAM still available
 constexpr double kOffloadCliff = 0.7;          // offloaded / all-on-GPU predicted speed
 constexpr double kClockLow = 0.7;              // SM clock / max under load
@@ -76,10 +76,15 @@ std::string gpu_line(const GpuSample& s) {
 
 // The memory series, summarized: first sample vs. the rest.
 struct MemoryTrend {
-  uint64_t swap_growth = 0, major_faults = 0, rss_growth = 0, min_available = 0, total = 0;
+  uint64_t swap_growth = 0, major_faults = 0, anon_growth = 0, file_growth = 0, evicted = 0;
+  uint64_t min_available = 0, total = 0, weights_bytes = 0;
   double min_resident_share = 1;
   double seconds = 0;
 };
+
+uint64_t growth(uint64_t from, uint64_t to) {
+  return to > from ? to - from : 0;
+}
 
 MemoryTrend trend(const MemoryFacts& m) {
   MemoryTrend t;
@@ -90,9 +95,9 @@ MemoryTrend trend(const MemoryFacts& m) {
   t.total = first.mem_total;
   t.min_available = first.mem_available;
   for (const auto& s : m.samples) {
-    t.swap_growth =
-        std::max(t.swap_growth, s.swap_used > first.swap_used ? s.swap_used - first.swap_used : 0);
-    t.rss_growth = std::max(t.rss_growth, s.rss > first.rss ? s.rss - first.rss : 0);
+    t.swap_growth = std::max(t.swap_growth, growth(first.swap_used, s.swap_used));
+    t.anon_growth = std::max(t.anon_growth, growth(first.rss_anon, s.rss_anon));
+    t.file_growth = std::max(t.file_growth, growth(first.rss_file, s.rss_file));
     t.min_available = std::min(t.min_available, s.mem_available);
     if (s.weights_bytes > 0) {
       t.min_resident_share =
@@ -100,17 +105,55 @@ MemoryTrend trend(const MemoryFacts& m) {
                    static_cast<double>(s.weights_resident) / static_cast<double>(s.weights_bytes));
     }
   }
-  t.major_faults = last.major_faults - first.major_faults;
+  t.major_faults = growth(first.major_faults, last.major_faults);
+  t.evicted = growth(first.weights_evicted, last.weights_evicted);
+  t.weights_bytes = last.weights_bytes;
   return t;
+}
+
+bool weights_evicted(const MemoryTrend& t) {
+  const auto share = static_cast<uint64_t>(kEvictedShare * static_cast<double>(t.weights_bytes));
+  return t.evicted > 0 && t.evicted >= std::max(kEvictedMin, share);
 }
 
 std::string memory_line(const MemoryFacts& m) {
   const MemoryTrend t = trend(m);
   return fmt::format(
-      "{} samples over {:.1f} s: RSS +{}, swap +{}, {} major faults, weights ≥{:.0f}% resident, "
-      "RAM available ≥{} of {}",
-      m.samples.size(), t.seconds, bytes(t.rss_growth), bytes(t.swap_growth), t.major_faults,
-      100 * t.min_resident_share, bytes(t.min_available), bytes(t.total));
+      "{} samples over {:.1f} s: anonymous memory +{} (file pages +{}), swap +{}, weights ≥{:.0f}% "
+      "resident, {} of them evicted, {} major faults, RAM available ≥{} of {}",
+      m.samples.size(), t.seconds, bytes(t.anon_growth), bytes(t.file_growth), bytes(t.swap_growth),
+      100 * t.min_resident_share, bytes(t.evicted), t.major_faults, bytes(t.min_available),
+      bytes(t.total));
+}
+
+std::string holders_line(const std::vector<ProcessMemory>& holders, size_t n) {
+  std::string line;
+  for (size_t i = 0; i < holders.size() && i < n; ++i)
+    line += fmt::format("{}{} ({})", i ? ", " : "", holders[i].name, bytes(holders[i].rss));
+  return line;
+}
+
+// The largest holders of RAM, for a memory verdict's action ("" when none is known).
+std::string largest_holders(const Observations& o) {
+  if (!o.budget.ran() || o.budget->ram_holders.empty()) return "";
+  return "largest: " + holders_line(o.budget->ram_holders, 3);
+}
+
+// The request fits this machine's RAM and every GPU, but not the RAM other processes left free.
+bool ram_held_by_others(const BudgetFacts& b) {
+  return !b.fits && b.ram_short() > 0 && b.ram_budget_is_available && b.fits_machine() &&
+         b.gpus_fit;
+}
+
+// "free 3.1 GiB (e.g. close a (pid 1, 2.0 GiB), b (pid 2, 1.5 GiB))": the fewest of the largest
+// holders that together hold what is short.
+std::string free_ram_line(const BudgetFacts& b) {
+  size_t n = 0;
+  uint64_t held = 0;
+  while (n < b.ram_holders.size() && n < 3 && held < b.ram_short()) held += b.ram_holders[n++].rss;
+  std::string line = fmt::format("free {}", bytes(b.ram_short()));
+  if (n > 0) line += fmt::format(" (e.g. close {})", holders_line(b.ram_holders, n));
+  return line;
 }
 
 std::string busiest_line(const ContentionFacts& c) {
@@ -169,13 +212,28 @@ const std::vector<Rule> kRules = {
  [](const Observations& o) -> Fire { return Finding{placement_line(*o.placement), ""}; }},
 
 // ── hardware budget: can the model fit well ──────────────────────────────────────────────────
+{"budget", "budget.ram-held-by-others", Status::kProblem,
+ "only RAM is short, its budget is the RAM available now, and the request fits in the machine's total RAM",
+ "other processes hold the RAM this request needs: it fits this machine, not the RAM free now",
+ "free the RAM it lacks (close the largest holders), or run now with a configuration that fits",
+ [](const Observations& o) -> Fire {
+   const auto& b = *o.budget;
+   if (!ram_held_by_others(b)) return {};
+   std::string action = free_ram_line(b);
+   if (!b.alternatives.empty()) action += "; or now: " + alternatives_line({b.alternatives.front()});
+   return Finding{fmt::format("RAM needed {}, budget {} (available now less a {} margin), machine {}; other "
+                              "processes hold the most: {}",
+                              bytes(b.ram_need), bytes(b.ram_budget), bytes(b.ram_margin), bytes(b.ram_total),
+                              b.ram_holders.empty() ? "none identified" : holders_line(b.ram_holders, 5)),
+                  action};
+ }},
 {"budget", "budget.does-not-fit", Status::kProblem,
- "the request does not fit the memory budgets",
+ "the request does not fit the memory budgets, and freeing RAM would not make it fit",
  "the model, context and slots need more memory than the budgets allow",
  "use a configuration that fits (the planner's alternatives, fastest first)",
  [](const Observations& o) -> Fire {
    const auto& b = *o.budget;
-   if (b.fits) return {};
+   if (b.fits || ram_held_by_others(b)) return {};
    std::string problems;
    for (const auto& p : b.problems) problems += (problems.empty() ? "" : "; ") + p;
    return Finding{problems, b.alternatives.empty() ? "no configuration of this model fits: use a smaller model"
@@ -319,26 +377,26 @@ const std::vector<Rule> kRules = {
  "free RAM (close programs), or lower the footprint: a smaller --ctx, fewer --slots, a quantized KV cache or model",
  [](const Observations& o) -> Fire {
    if (trend(*o.memory).swap_growth < kSwapGrowth) return {};
-   return Finding{memory_line(*o.memory), ""};
+   return Finding{memory_line(*o.memory), largest_holders(o)};
  }},
 {"memory pressure", "memory.weights-evicted", Status::kProblem,
- "model pages were read from disk again after warm-up, or fell out of RAM",
+ "weight pages that were resident in RAM left it during the run (mincore), at least 1% of them",
  "the page cache evicted the model's weights under memory pressure; each eviction is re-read from disk",
  "free RAM so the weights stay resident, or use a smaller quantization; the model file should sit on a local SSD",
  [](const Observations& o) -> Fire {
-   const MemoryTrend t = trend(*o.memory);
-   if (t.major_faults < kMajorFaults && t.min_resident_share >= kResidentShare) return {};
-   return Finding{memory_line(*o.memory), ""};
+   if (!weights_evicted(trend(*o.memory))) return {};
+   return Finding{memory_line(*o.memory), largest_holders(o)};
  }},
 {"memory pressure", "memory.growth", Status::kProblem,
- "the process grew beyond its planned KV cache during the run",
+ "the process's anonymous memory grew beyond its planned KV cache and buffers during the run",
  "memory accumulates over the session (a leak or an unbounded buffer), beyond what the plan holds",
  "report it with this output; restart long-running sessions until it is fixed",
  [](const Observations& o) -> Fire {
-   const MemoryTrend t = trend(*o.memory);
-   const uint64_t first_rss = o.memory->samples.empty() ? 0 : o.memory->samples.front().rss;
-   if (t.rss_growth <= o.memory->kv_bytes + std::max<uint64_t>(kRssSlack, first_rss / 10)) return {};
-   return Finding{fmt::format("{} (the KV cache accounts for at most {})", memory_line(*o.memory), bytes(o.memory->kv_bytes)), ""};
+   const auto& m = *o.memory;
+   const uint64_t first_anon = m.samples.empty() ? 0 : m.samples.front().rss_anon;
+   const uint64_t planned = m.kv_bytes + m.buffer_bytes;
+   if (trend(m).anon_growth <= planned + std::max(kAnonSlack, first_anon / 10)) return {};
+   return Finding{fmt::format("{} (the KV cache and buffers account for at most {})", memory_line(m), bytes(planned)), ""};
  }},
 {"memory pressure", "memory.low-available", Status::kProblem,
  "RAM available fell below 5% of the total during the run",
@@ -347,10 +405,10 @@ const std::vector<Rule> kRules = {
  [](const Observations& o) -> Fire {
    const MemoryTrend t = trend(*o.memory);
    if (t.total == 0 || t.min_available >= kLowAvailableShare * t.total) return {};
-   return Finding{memory_line(*o.memory), ""};
+   return Finding{memory_line(*o.memory), largest_holders(o)};
  }},
 {"memory pressure", "memory.stable", Status::kOk,
- "no swap growth, no re-reads, no growth beyond the KV cache",
+ "no swap growth, no weight pages evicted, no anonymous growth beyond the planned KV cache and buffers",
  "memory is stable over the session",
  "none",
  [](const Observations& o) -> Fire { return Finding{memory_line(*o.memory), ""}; }},

@@ -10,22 +10,26 @@
 #include <sstream>
 
 #include "util/memory.h"
+#include "util/page_cache.h"
 
 namespace doctor {
 namespace {
 
-// "Key:   123 kB" lines of /proc/meminfo, in bytes.
-std::map<std::string, uint64_t> read_meminfo() {
+// "Key:   123 kB" lines (/proc/meminfo, /proc/PID/status), in bytes; other lines are skipped.
+std::map<std::string, uint64_t> read_kib_fields(const std::string& path) {
   std::map<std::string, uint64_t> values;
-  std::ifstream in("/proc/meminfo");
-  std::string key;
-  uint64_t kib = 0;
-  while (in >> key >> kib) {
-    if (!key.empty() && key.back() == ':') key.pop_back();
-    values[key] = kib * 1024;
-    in.ignore(64, '\n');
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    const auto colon = line.find(':');
+    if (colon == std::string::npos || line.find(" kB") == std::string::npos) continue;
+    values[line.substr(0, colon)] = std::strtoull(line.c_str() + colon + 1, nullptr, 10) * 1024;
   }
   return values;
+}
+
+uint64_t value_or_zero(const std::map<std::string, uint64_t>& values, const std::string& key) {
+  const auto it = values.find(key);
+  return it == values.end() ? 0 : it->second;
 }
 
 std::string read_all(const std::string& path) {
@@ -55,10 +59,52 @@ uint64_t field(const std::vector<std::string>& f, int i) {
 
 }  // namespace
 
-MemorySample sample_memory(std::span<const std::span<const uint8_t>> weights) {
+ResidencyTracker::ResidencyTracker(std::vector<std::span<const uint8_t>> weights) {
+  // Tensors share pages at their edges: widen each to whole pages and merge, so a page is
+  // counted once.
+  const uintptr_t page = util::page_size();
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans;
+  for (const auto& w : weights) {
+    if (w.empty()) continue;
+    const auto begin = reinterpret_cast<uintptr_t>(w.data());
+    spans.push_back({begin / page * page, (begin + w.size() + page - 1) / page * page});
+  }
+  std::sort(spans.begin(), spans.end());
+  std::vector<std::pair<uintptr_t, uintptr_t>> merged;
+  for (const auto& [begin, end] : spans) {
+    if (!merged.empty() && begin <= merged.back().second)
+      merged.back().second = std::max(merged.back().second, end);
+    else
+      merged.push_back({begin, end});
+  }
+  for (const auto& [begin, end] : merged)
+    pages_.push_back({reinterpret_cast<const uint8_t*>(begin), end - begin});
+  was_resident_.resize(pages_.size());
+}
+
+void ResidencyTracker::sample(MemorySample& s) {
+  const uint64_t page = util::page_size();
+  for (size_t r = 0; r < pages_.size(); ++r) {
+    auto now = util::resident_map(pages_[r]);
+    if (!now) continue;
+    s.weights_bytes += pages_[r].size();
+    auto& before = was_resident_[r];
+    for (size_t i = 0; i < now->size(); ++i) {
+      s.weights_resident += (*now)[i] * page;
+      if (!before.empty() && before[i] && !(*now)[i]) evicted_ += page;
+    }
+    before = std::move(*now);
+  }
+  s.weights_evicted = evicted_;
+}
+
+MemorySample sample_memory(ResidencyTracker& weights) {
   MemorySample s;
   s.rss = util::process_rss();
-  auto meminfo = read_meminfo();
+  const auto status = read_kib_fields("/proc/self/status");
+  s.rss_anon = value_or_zero(status, "RssAnon");
+  s.rss_file = value_or_zero(status, "RssFile");
+  auto meminfo = read_kib_fields("/proc/meminfo");
   s.mem_available = meminfo["MemAvailable"];
   s.mem_total = meminfo["MemTotal"];
   const uint64_t swap_total = meminfo["SwapTotal"], swap_free = meminfo["SwapFree"];
@@ -67,11 +113,33 @@ MemorySample sample_memory(std::span<const std::span<const uint8_t>> weights) {
   std::vector<std::string> fields;
   if (parse_stat(read_all("/proc/self/stat"), name, fields))
     s.major_faults = field(fields, kMajorFaults);
-  for (const auto& w : weights) {
-    s.weights_bytes += w.size();
-    s.weights_resident += std::min<uint64_t>(w.size(), util::resident_bytes(w.data(), w.size()));
-  }
+  weights.sample(s);
   return s;
+}
+
+std::vector<ProcessMemory> memory_holders(size_t n) {
+  std::vector<ProcessMemory> holders;
+  const int self = ::getpid();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string pid_text = entry.path().filename().string();
+    if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), ::isdigit)) continue;
+    const int pid = std::atoi(pid_text.c_str());
+    if (pid == self) continue;
+    // A process may exit between the listing and the read: then it holds nothing.
+    std::ifstream in(entry.path() / "status");
+    std::string line, name;
+    uint64_t rss = 0;
+    while (std::getline(in, line)) {
+      if (line.rfind("Name:", 0) == 0) name = line.substr(line.find_first_not_of(" \t", 5));
+      if (line.rfind("VmRSS:", 0) == 0) rss = std::strtoull(line.c_str() + 6, nullptr, 10) * 1024;
+    }
+    if (rss > 0) holders.push_back({fmt::format("{} (pid {})", name, pid), rss});
+  }
+  std::sort(holders.begin(), holders.end(),
+            [](const auto& a, const auto& b) { return a.rss > b.rss; });
+  if (holders.size() > n) holders.resize(n);
+  return holders;
 }
 
 CpuSnapshot cpu_snapshot() {

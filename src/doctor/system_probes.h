@@ -18,9 +18,27 @@
 
 namespace doctor {
 
-// Memory now: this process's RSS and major faults, the system's MemAvailable and swap, and how
-// much of `weights` (ranges of the model's mapping) is resident.
-MemorySample sample_memory(std::span<const std::span<const uint8_t>> weights);
+// Which pages of the weights (ranges of the model's mapping) are resident, sample after sample.
+// An eviction is a page resident at one sample and gone at a later one: a page read for the
+// first time (a cold page cache, a lazily read table) only ever becomes resident.
+class ResidencyTracker {
+ public:
+  explicit ResidencyTracker(std::vector<std::span<const uint8_t>> weights);
+  // Fills weights_resident, weights_bytes and weights_evicted.
+  void sample(MemorySample& s);
+
+ private:
+  std::vector<std::span<const uint8_t>> pages_;  // the weights' pages, merged, disjoint
+  std::vector<std::vector<unsigned char>> was_resident_;
+  uint64_t evicted_ = 0;
+};
+
+// Memory now: this process's RSS (anonymous and file-backed) and major faults, the system's
+// MemAvailable and swap, and the weights' residency.
+MemorySample sample_memory(ResidencyTracker& weights);
+
+// The `n` other processes holding the most RAM (VmRSS of /proc/PID/status), largest first.
+std::vector<ProcessMemory> memory_holders(size_t n);
 
 // CPU time counters at one instant, to be differenced.
 struct CpuSnapshot {
@@ -45,7 +63,7 @@ class Sampler {
 
  private:
   void run();
-  std::vector<std::span<const uint8_t>> weights_;
+  ResidencyTracker weights_;
   GpuTelemetry* gpu_;
   std::chrono::milliseconds interval_;
   std::mutex mutex_;

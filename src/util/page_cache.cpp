@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -30,8 +31,8 @@ Status drop_from_page_cache(const std::string& path) {
   return {};
 }
 
-Result<size_t> resident_pages(std::span<const uint8_t> range) {
-  if (range.empty()) return size_t{0};
+Result<std::vector<unsigned char>> resident_map(std::span<const uint8_t> range) {
+  if (range.empty()) return std::vector<unsigned char>{};
   const size_t page = page_size();
   const auto begin = reinterpret_cast<uintptr_t>(range.data()) / page * page;
   const auto end = reinterpret_cast<uintptr_t>(range.data() + range.size());
@@ -40,9 +41,13 @@ Result<size_t> resident_pages(std::span<const uint8_t> range) {
   if (::mincore(reinterpret_cast<void*>(begin), end - begin, in_core.data()) != 0) {
     return errorf("mincore failed on {} bytes: {}", end - begin, std::strerror(errno));
   }
-  size_t resident = 0;
-  for (unsigned char c : in_core) resident += c & 1;
-  return resident;
+  for (unsigned char& c : in_core) c &= 1;  // the other bits are reserved
+  return in_core;
+}
+
+Result<size_t> resident_pages(std::span<const uint8_t> range) {
+  HR_ASSIGN_OR_RETURN(auto in_core, resident_map(range));
+  return static_cast<size_t>(std::count(in_core.begin(), in_core.end(), 1));
 }
 
 }  // namespace util

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "util/result.h"
 
@@ -19,6 +20,8 @@ Status drop_from_page_cache(const std::string& path);
 // Pages overlapping `range` (which must lie inside a mapping) that are in memory (mincore).
 // Pages are counted whole: the range is widened to page boundaries.
 Result<size_t> resident_pages(std::span<const uint8_t> range);
+// The same pages one by one: 1 where resident, 0 where not.
+Result<std::vector<unsigned char>> resident_map(std::span<const uint8_t> range);
 
 size_t page_size();
 

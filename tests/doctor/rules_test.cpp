@@ -16,7 +16,14 @@ Observations healthy() {
   Observations o;
   o.placement.value = PlacementFacts{
       {{.name = "cpu", .budget = 20 * kGiB, .weights = 4 * kGiB, .kv = 512 * kMiB}}, 32, 0, ""};
-  o.budget.value = BudgetFacts{};
+  o.budget.value = BudgetFacts{
+      .ram_need = 5 * kGiB,
+      .ram_budget = 20 * kGiB,
+      .ram_total = 32 * kGiB,
+      .ram_margin = 1600 * kMiB,
+      .ram_budget_is_available = true,
+      .ram_holders = {
+          {"java (pid 7)", 9 * kGiB}, {"firefox (pid 12)", 2 * kGiB}, {"sshd (pid 1)", 8 * kMiB}}};
   o.backend.value =
       BackendFacts{.backend = "cpu", .isa_in_use = "avx2", .isa_best = "avx2", .threads = 8};
   o.offload = Probe<OffloadFacts>::skipped("no GPU: every layer runs on the CPU");
@@ -27,10 +34,12 @@ Observations healthy() {
                                     .bytes_short = 4 * kGiB,
                                     .bytes_long = 4 * kGiB + 512 * kMiB,
                                     .llc_bytes = 32 * kMiB};
-  MemoryFacts m{.kv_bytes = 512 * kMiB};
+  MemoryFacts m{.kv_bytes = 512 * kMiB, .buffer_bytes = 64 * kMiB};
   for (int i = 0; i < 10; ++i) {
     m.samples.push_back({.seconds = 0.1 * i,
                          .rss = 5 * kGiB + i * 8 * kMiB,
+                         .rss_anon = 1 * kGiB + i * 8 * kMiB,
+                         .rss_file = 4 * kGiB,
                          .mem_available = 10 * kGiB,
                          .mem_total = 32 * kGiB,
                          .swap_used = 100 * kMiB,
@@ -199,6 +208,8 @@ MemoryFacts series(int n, auto&& at) {
   for (int i = 0; i < n; ++i) {
     MemorySample s{.seconds = i * 1.0,
                    .rss = 5 * kGiB,
+                   .rss_anon = 1 * kGiB,
+                   .rss_file = 4 * kGiB,
                    .mem_available = 10 * kGiB,
                    .mem_total = 32 * kGiB,
                    .swap_used = 100 * kMiB,
@@ -224,17 +235,51 @@ TEST(DoctorRules, MemoryPressureWeightsEvictedFromPageCache) {
   Observations o = healthy();
   o.memory.value = series(20, [](int i, MemorySample& s) {
     s.weights_resident = 4 * kGiB - i * 100 * kMiB;  // falls to 54%
-    s.major_faults += i * 2000;                      // and is read back
+    s.weights_evicted = i * 100 * kMiB;              // pages seen resident, then gone
+    s.major_faults += i * 2000;
   });
   EXPECT_EQ(rules_fired(o), std::set<std::string>{"memory.weights-evicted"});
+  // The action names who holds the RAM.
+  EXPECT_NE(verdict(diagnose(o), "memory.weights-evicted").action.find("java (pid 7) (9.00 GiB)"),
+            std::string::npos);
+}
+
+TEST(DoctorRules, AColdPageCacheAndALazilyReadTableAreNotEvictionsNorGrowth) {
+  // A cold start: the weights become resident as decode first reads them (a per-layer-embedding
+  // table a row per token), with a major fault per read and the file pages in RSS; nothing that
+  // was resident leaves.
+  Observations o = healthy();
+  o.memory.value = series(20, [](int i, MemorySample& s) {
+    s.weights_resident = 400 * kMiB + i * 100 * kMiB;  // 10% … 56%
+    s.major_faults += i * 3000;
+    s.rss_file = 400 * kMiB + i * 100 * kMiB;
+    s.rss = s.rss_anon + s.rss_file;
+  });
+  EXPECT_EQ(rules_fired(o), std::set<std::string>{});
+  EXPECT_EQ(verdict(diagnose(o), "memory.stable").status, Status::kOk);
+  // A few pages evicted (under 1% of the weights) are not a verdict either.
+  o.memory.value->samples.back().weights_evicted = 8 * kMiB;
+  EXPECT_EQ(rules_fired(o), std::set<std::string>{});
 }
 
 TEST(DoctorRules, MemoryGrowingBeyondTheKvCache) {
   Observations o = healthy();
-  o.memory.value =
-      series(20, [](int i, MemorySample& s) { s.rss += i * 64 * kMiB; });  // +1.2 GiB, KV 512 MiB
+  o.memory.value = series(20, [](int i, MemorySample& s) {
+    s.rss_anon += i * 64 * kMiB;  // +1.2 GiB, KV 512 MiB and buffers 64 MiB
+    s.rss += i * 64 * kMiB;
+  });
   EXPECT_EQ(rules_fired(o), std::set<std::string>{"memory.growth"});
   o.memory.value->kv_bytes = 2 * kGiB;  // the same growth is the KV cache's pages being touched
+  EXPECT_EQ(rules_fired(o), std::set<std::string>{});
+}
+
+TEST(DoctorRules, FileBackedGrowthIsNotALeak) {
+  // The mapped weights becoming resident grow RSS, not the memory the process allocated.
+  Observations o = healthy();
+  o.memory.value = series(20, [](int i, MemorySample& s) {
+    s.rss_file += i * 200 * kMiB;
+    s.rss += i * 200 * kMiB;
+  });
   EXPECT_EQ(rules_fired(o), std::set<std::string>{});
 }
 
@@ -242,6 +287,39 @@ TEST(DoctorRules, MemoryLowAvailable) {
   Observations o = healthy();
   o.memory.value = series(5, [](int, MemorySample& s) { s.mem_available = 600 * kMiB; });
   EXPECT_EQ(rules_fired(o), std::set<std::string>{"memory.low-available"});
+  EXPECT_NE(verdict(diagnose(o), "memory.low-available").action.find("firefox (pid 12)"),
+            std::string::npos);
+}
+
+TEST(DoctorRules, RamHeldByOtherProcessesIsNotAModelThatDoesNotFit) {
+  // 12 GiB needed on a 32 GiB machine with 6 GiB free: java holds it.
+  Observations o = healthy();
+  BudgetFacts& b = *o.budget.value;
+  b.fits = false;
+  b.problems = {"cpu needs 12.00 GiB but its budget is 6.00 GiB"};
+  b.ram_need = 12 * kGiB;
+  b.ram_budget = 6 * kGiB;
+  EXPECT_EQ(rules_fired(o), std::set<std::string>{"budget.ram-held-by-others"});
+  auto v = verdict(diagnose(o), "budget.ram-held-by-others");
+  EXPECT_NE(v.action.find("free 6.00 GiB (e.g. close java (pid 7) (9.00 GiB))"), std::string::npos)
+      << v.action;
+  EXPECT_EQ(v.action.find("smaller model"), std::string::npos) << v.action;
+  EXPECT_NE(v.observation.find("firefox (pid 12) (2.00 GiB)"), std::string::npos) << v.observation;
+  // With a configuration that fits now, that is offered too.
+  b.alternatives = {{"KV cache Q8_0", "--kv-type-k q8_0 --kv-type-v q8_0", 3.9, true}};
+  v = verdict(diagnose(o), "budget.ram-held-by-others");
+  EXPECT_NE(v.action.find("or now: (1) KV cache Q8_0"), std::string::npos) << v.action;
+
+  // More than the machine has: the model does not fit this machine, whoever holds what.
+  b.ram_need = 40 * kGiB;
+  EXPECT_EQ(rules_fired(o), std::set<std::string>{"budget.does-not-fit"});
+  // A budget the user set (--cpu-mem), or a GPU over its budget, is not freed by closing programs.
+  b.ram_need = 12 * kGiB;
+  b.ram_budget_is_available = false;
+  EXPECT_EQ(rules_fired(o), std::set<std::string>{"budget.does-not-fit"});
+  b.ram_budget_is_available = true;
+  b.gpus_fit = false;
+  EXPECT_EQ(rules_fired(o), std::set<std::string>{"budget.does-not-fit"});
 }
 
 TEST(DoctorRules, ContentionFromOtherProcessesSuggestsTheFreeCores) {

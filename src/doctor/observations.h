@@ -51,6 +51,7 @@ struct BudgetFacts {
   std::vector<std::string> problems;      // one per device over budget
   std::vector<Alternative> alternatives;  // configurations that fit, fastest first
   std::string applied;                    // what --fit changed to make it fit
+  std::string nothing_fits;  // when no alternative fits: which part alone exceeds which budget
 };
 
 // Decode speed of one sequence at a short and a long context depth, with the bytes the plan

@@ -38,7 +38,10 @@ PlacementFacts placement_facts(const plan::Plan& plan, const model::Spec& spec) 
 }
 
 BudgetFacts budget_facts(const plan::Plan& plan) {
-  BudgetFacts b{.fits = plan.fits, .problems = plan.problems, .applied = plan.applied};
+  BudgetFacts b{.fits = plan.fits,
+                .problems = plan.problems,
+                .applied = plan.applied,
+                .nothing_fits = plan.nothing_fits};
   for (const auto& a : plan.alternatives) b.alternatives.push_back(alternative(a));
   return b;
 }

@@ -8,7 +8,7 @@ namespace doctor {
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(DeviceBytes, name, gpu, simulated, budget, weights, kv, other)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PlacementFacts, devices, n_layer, n_cpu_layers, applied)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Alternative, change, flags, tokens_per_second, all_on_gpu)
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BudgetFacts, fits, problems, alternatives, applied)
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BudgetFacts, fits, problems, alternatives, applied, nothing_fits)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BackendFacts, backend, isa_in_use, isa_best, isa_capped,
                                    isa_cap_source, threads, gpu_hardware, gpu_backend_built,
                                    bytes_on_real_gpu)

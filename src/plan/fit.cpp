@@ -14,8 +14,9 @@ namespace {
 using gguf::TensorType;
 
 // Types a re-quantized file could have (headroom quantize --type T --pure), more bits first.
-constexpr TensorType kWeightTypes[] = {TensorType::kQ6_K, TensorType::kQ5_K, TensorType::kQ4_K,
-                                       TensorType::kQ3_K, TensorType::kQ2_K};
+// Q8_0 (blocks of 32) also serves rows too short for the K types' blocks of 256.
+constexpr TensorType kWeightTypes[] = {TensorType::kQ8_0, TensorType::kQ6_K, TensorType::kQ5_K,
+                                       TensorType::kQ4_K, TensorType::kQ3_K, TensorType::kQ2_K};
 // KV cache types (K, V), more bits first: K keeps its bits longer, as its error passes through
 // the softmax of every score.
 constexpr std::pair<TensorType, TensorType> kKvTypes[] = {{TensorType::kQ8_0, TensorType::kQ8_0},

@@ -57,7 +57,9 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
   cmd->add_flag("--experts-on-host", f.experts_on_host,
                 "With a GPU: keep MoE routers and experts on the host (they run on the CPU)");
   cmd->add_flag("--fit", f.fit,
-                "If the request does not fit, apply the fastest change that does (and say so)");
+                "If the request does not fit, apply the fastest combination of KV types, context, "
+                "slots and placement that does (and say so); a smaller weight type is only "
+                "listed, as it needs a re-quantized file");
   cmd->add_option("--mmproj", f.mmproj,
                   "Gemma 4 projector GGUF (llama.cpp's mmproj): loads its image and audio "
                   "encoders beside the model, as planned");

@@ -57,6 +57,7 @@ struct BudgetFacts {
   std::vector<std::string> problems;      // one per device over budget
   std::vector<Alternative> alternatives;  // configurations that fit, fastest first
   std::string applied;                    // what --fit changed to make it fit
+  std::string nothing_fits;  // when no alternative fits: which part alone exceeds which budget
   // RAM: the plan's need against its budget and against the machine's RAM, to tell memory other
   // processes hold from a model too large for this machine.
   uint64_t ram_need = 0;

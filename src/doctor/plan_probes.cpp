@@ -40,16 +40,17 @@ PlacementFacts placement_facts(const plan::Plan& plan, const model::Spec& spec) 
 }
 
 BudgetFacts budget_facts(const plan::Plan& plan) {
-  BudgetFacts b{.fits = plan.fits, .problems = plan.problems, .applied = plan.applied};
+  BudgetFacts b{.fits = plan.fits,
+                .problems = plan.problems,
+                .applied = plan.applied,
+                .nothing_fits = plan.nothing_fits};
   for (const auto& a : plan.alternatives) b.alternatives.push_back(alternative(a));
   const plan::Device& cpu = plan.devices[0];
   b.ram_need = plan.bytes_on(0);
   b.ram_budget = cpu.budget_bytes;
   b.ram_total = cpu.total_bytes;
   b.ram_margin = plan::cpu_margin_bytes(cpu.total_bytes);
-  // plan::detect_devices names this source; --cpu-mem, or a budget given some other way, is not
-  // what other processes left free.
-  b.ram_budget_is_available = cpu.budget_source.starts_with("available RAM");
+  b.ram_budget_is_available = cpu.budget_is_available_ram;
   for (size_t d = 1; d < plan.devices.size(); ++d)
     b.gpus_fit = b.gpus_fit && plan.bytes_on(static_cast<int>(d)) <= plan.devices[d].budget_bytes;
   return b;

@@ -11,7 +11,7 @@ NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(Alternative, change, flags, tokens_per_second
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(ProcessMemory, name, rss)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BudgetFacts, fits, problems, alternatives, applied, ram_need,
                                    ram_budget, ram_total, ram_margin, ram_budget_is_available,
-                                   gpus_fit, ram_holders)
+                                   gpus_fit, ram_holders, nothing_fits)
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(BackendFacts, backend, isa_in_use, isa_best, isa_capped,
                                    isa_cap_source, threads, gpu_hardware, gpu_backend_built,
                                    bytes_on_real_gpu)

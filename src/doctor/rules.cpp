@@ -236,8 +236,9 @@ const std::vector<Rule> kRules = {
    if (b.fits || ram_held_by_others(b)) return {};
    std::string problems;
    for (const auto& p : b.problems) problems += (problems.empty() ? "" : "; ") + p;
-   return Finding{problems, b.alternatives.empty() ? "no configuration of this model fits: use a smaller model"
-                                                   : alternatives_line(b.alternatives)};
+   if (!b.alternatives.empty()) return Finding{problems, alternatives_line(b.alternatives)};
+   return Finding{problems, fmt::format("no configuration of this model fits{}: use a smaller model",
+                                        b.nothing_fits.empty() ? "" : " — " + b.nothing_fits)};
  }},
 {"budget", "budget.fits-after-change", Status::kNote,
  "it fits only after --fit changed the request",

@@ -417,6 +417,7 @@ util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options) {
   } else {
     const uint64_t avail = available_ram(), margin = cpu_margin_bytes(cpu.total_bytes);
     cpu.budget_bytes = avail > margin ? avail - margin : 0;
+    cpu.budget_is_available_ram = true;
     cpu.budget_source = fmt::format("available RAM {} minus a {} margin (1 GiB or 5% of RAM, the larger)",
                                     util::format_bytes(avail), util::format_bytes(margin));
   }

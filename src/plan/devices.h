@@ -19,6 +19,7 @@ struct Device {
   uint64_t total_bytes = 0;       // physical memory
   uint64_t budget_bytes = 0;      // what a plan may use
   std::string budget_source;      // how the budget was set, for the report
+  bool budget_is_available_ram = false;  // the budget is what other processes left free now
   double bandwidth = 0;           // bytes/s a decode step can read, measured
   std::string bandwidth_source;
   double link_bandwidth = 0;      // host ↔ device bytes/s (PCIe) for GPUs

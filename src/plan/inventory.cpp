@@ -1,6 +1,8 @@
 // Weight inventory from the tensor table: sums of real tensor sizes, never per-model formulas.
 #include "plan/inventory.h"
 
+#include "tensor/dtype.h"
+
 namespace plan {
 namespace {
 
@@ -16,9 +18,22 @@ bool is_used(const model::Spec& spec, std::string_view name, int layer) {
   return !(ends_with(name, "attn_k.weight") || ends_with(name, "attn_v.weight") || ends_with(name, "attn_k_norm.weight"));
 }
 
+// The type a tensor would have in a file re-quantized to `target`: the quantizer leaves norms,
+// routers and 1-D tensors alone, and never adds bits.
+gguf::TensorType requantized_type(const gguf::TensorInfo& t, model::TensorClass cls,
+                                  gguf::TensorType target) {
+  const bool matrix = t.n_dims >= 2 && cls != model::TensorClass::kNorm &&
+                      cls != model::TensorClass::kOther &&
+                      t.name.find("ffn_gate_inp") == std::string_view::npos;
+  const bool fewer_bits = gguf::bits_per_weight(target) < gguf::bits_per_weight(t.type);
+  const bool whole_blocks = t.ne[0] % gguf::tensor_type_info(target).block_size == 0;
+  return matrix && fewer_bits && whole_blocks ? target : t.type;
+}
+
 }  // namespace
 
-Inventory inventory(const gguf::File& file, const model::Spec& spec) {
+Inventory inventory(const gguf::File& file, const model::Spec& spec,
+                    std::optional<gguf::TensorType> requantized) {
   Inventory inv;
   for (const auto& t : file.tensors()) {
     WeightItem w;
@@ -26,21 +41,25 @@ Inventory inventory(const gguf::File& file, const model::Spec& spec) {
     const auto c = model::classify_tensor(t.name);
     w.cls = c.cls;
     w.layer = c.layer;
-    w.type = t.type;
-    w.bytes = t.n_bytes;
+    w.type = requantized ? requantized_type(t, c.cls, *requantized) : t.type;
+    const uint64_t row_bytes =
+        w.type == t.type
+            ? t.row_bytes()
+            : static_cast<uint64_t>(tensor::row_bytes(w.type, static_cast<int64_t>(t.ne[0])));
+    w.bytes = w.type == t.type ? t.n_bytes : row_bytes * t.n_rows();
     w.used = is_used(spec, t.name, c.layer);
     if (!w.used) {
       w.bytes_per_token = 0;
     } else if (t.name == "token_embd.weight") {
       // A tied embedding is also the output matrix, read whole for every token's logits.
-      w.bytes_per_token = spec.tied_output ? t.n_bytes : t.row_bytes();
+      w.bytes_per_token = spec.tied_output ? w.bytes : row_bytes;
     } else if (t.name == "per_layer_token_embd.weight") {
-      w.bytes_per_token = t.row_bytes();  // one row gathered per token (spec §2.2)
+      w.bytes_per_token = row_bytes;  // one row gathered per token (spec §2.2)
     } else if (c.cls == model::TensorClass::kExperts && t.ne[2] > 1 && c.layer >= 0) {
       const auto& l = spec.layers[c.layer];
-      w.bytes_per_token = l.n_expert > 0 ? t.n_bytes * l.n_expert_used / l.n_expert : t.n_bytes;
+      w.bytes_per_token = l.n_expert > 0 ? w.bytes * l.n_expert_used / l.n_expert : w.bytes;
     } else {
-      w.bytes_per_token = t.n_bytes;
+      w.bytes_per_token = w.bytes;
     }
     inv.total_bytes += w.bytes;
     if (w.used) inv.used_bytes += w.bytes;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,10 @@ struct Inventory {
   std::array<uint64_t, model::kTensorClassCount> bytes_by_class{};
 };
 
-Inventory inventory(const gguf::File& file, const model::Spec& spec);
+// With `requantized`, the matrices are priced as a file re-quantized to that one type would hold
+// them (headroom quantize --type T --pure): each weight matrix whose type has more bits per weight
+// and whose rows are whole blocks of T; norms, routers and smaller types stay as they are.
+Inventory inventory(const gguf::File& file, const model::Spec& spec,
+                    std::optional<gguf::TensorType> requantized = std::nullopt);
 
 }  // namespace plan

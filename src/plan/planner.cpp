@@ -1,4 +1,4 @@
-// Placement, byte accounting and speed prediction; the fit policy and its alternatives.
+// Placement, byte accounting and speed prediction (the fit policy is in fit.cpp).
 #include "plan/planner.h"
 
 #include "kernels/cpu/matmul.h"
@@ -26,6 +26,11 @@ uint64_t tokenizer_bytes(const gguf::File& file) {
 }
 
 }  // namespace
+
+bool keeps_kv_sharing_together(const std::vector<kv::LayerGeometry>& layers, int n) {
+  return std::none_of(layers.begin(), layers.end(),
+                      [&](const kv::LayerGeometry& l) { return (l.il < n) != (l.source < n); });
+}
 
 int default_context(const model::Spec& spec) {
   return std::min(spec.n_ctx_train, 4096);
@@ -87,8 +92,7 @@ uint64_t Plan::weight_bytes(model::TensorClass cls) const {
 std::string Plan::refusal() const {
   std::string text = "the request does not fit: ";
   for (size_t i = 0; i < problems.size(); ++i) text += (i ? "; " : "") + problems[i];
-  if (alternatives.empty())
-    return text + " — no smaller configuration of this model fits; use a smaller model";
+  if (alternatives.empty()) return text + " — " + nothing_fits + "; use a smaller model";
   text += " — changes that fit, fastest first:";
   for (size_t i = 0; i < alternatives.size() && i < 5; ++i) {
     const auto& a = alternatives[i];
@@ -136,10 +140,7 @@ util::Status check_split(const Request& r, const std::vector<kv::LayerGeometry>&
     return util::errorf("plan: --cpu-layers {}, but the model has {} layers — use at most {}",
                         r.n_cpu_layers, n_layer, n_layer);
   }
-  auto splits = [&](int n) {
-    return std::none_of(layers.begin(), layers.end(),
-                        [&](const kv::LayerGeometry& l) { return (l.il < n) != (l.source < n); });
-  };
+  auto splits = [&](int n) { return keeps_kv_sharing_together(layers, n); };
   if (r.n_cpu_layers <= 0 || splits(r.n_cpu_layers)) return {};
   int below = r.n_cpu_layers, above = r.n_cpu_layers;
   while (below > 0 && !splits(below)) --below;
@@ -448,7 +449,7 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& request) {
   p.placement =
       model::place(spec, p.uses_gpu() ? 1 : 0, r.n_cpu_layers, r.ple_on_host, r.experts_on_host);
 
-  add_weights(p, inventory(in.file, spec));
+  add_weights(p, inventory(in.file, spec, r.requantized));
   add_activations(p, in);
   add_lora(p, spec);
   p.items.push_back({.name = "tokenizer",
@@ -470,171 +471,6 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& request) {
   HR_TRY(add_kv(p, layers));
   predict(p, spec, layers);
   check_budgets(p);
-  return p;
-}
-
-namespace {
-
-std::string kv_flags(tensor::DType k, tensor::DType v) {
-  auto lower = [](std::string_view s) {
-    std::string out(s);
-    for (auto& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return out;
-  };
-  return fmt::format("--kv-type-k {} --kv-type-v {}", lower(gguf::tensor_type_name(k)),
-                     lower(gguf::tensor_type_name(v)));
-}
-
-// The largest context that fits, or 0: a multiple of 256, or for contexts under 2048 of an eighth
-// of it (at least a KV block of 16).
-int largest_fitting_context(const PlanInput& in, Request r) {
-  int step = 256;
-  while (step > 16 && step * 8 > r.n_ctx) step /= 2;
-  int lo = 0, hi = r.n_ctx / step - (r.n_ctx % step == 0 ? 1 : 0);
-  while (lo < hi) {
-    const int mid = (lo + hi + 1) / 2;
-    r.n_ctx = mid * step;
-    auto p = make_plan(in, r);
-    if (p && p->fits)
-      lo = mid;
-    else
-      hi = mid - 1;
-  }
-  return lo * step;
-}
-
-void consider(const PlanInput& in, std::vector<Alternative>& out, std::string change,
-              std::string flags, const Request& r, bool automatic = true) {
-  auto p = make_plan(in, r);
-  if (!p || !p->fits) return;
-  out.push_back({std::move(change), std::move(flags), r, automatic, p->prediction.tokens_per_second,
-                 p->prediction.tokens_per_second_full});
-}
-
-std::vector<Alternative> alternatives(const PlanInput& in, const Request& r, const Plan& original) {
-  std::vector<Alternative> out;
-  const bool has_gpu = original.devices.size() > 1;  // placeable devices only
-  // Quantized KV cache, written quantized as it is computed (no full-precision prefill copy).
-  for (auto [k, v] : {std::pair{tensor::DType::kQ8_0, tensor::DType::kQ8_0},
-                      std::pair{tensor::DType::kQ4_0, tensor::DType::kQ4_0}}) {
-    if (r.k_type == k && r.v_type == v) continue;
-    Request q = r;
-    q.k_type = k;
-    q.v_type = v;
-    consider(in, out, fmt::format("KV cache {}", gguf::tensor_type_name(k)), kv_flags(k, v), q);
-  }
-  // A shorter context.
-  if (int ctx = largest_fitting_context(in, r); ctx > 0) {
-    Request c = r;
-    c.n_ctx = ctx;
-    consider(in, out, fmt::format("context {} instead of {}", ctx, r.n_ctx),
-             fmt::format("--ctx {}", ctx), c);
-  }
-  if (has_gpu) {
-    if (in.spec.n_embd_per_layer > 0 && !r.ple_on_host) {
-      Request h = r;
-      h.ple_on_host = true;
-      consider(in, out, "per-layer embedding table on the host (it is only gathered by row)",
-               "--ple-on-host", h);
-    }
-    bool moe = false;
-    for (const auto& l : in.spec.layers) moe = moe || l.is_moe();
-    if (moe && !r.experts_on_host) {
-      Request e = r;
-      e.experts_on_host = true;
-      consider(in, out, "MoE experts on the host", "--experts-on-host", e);
-    }
-    for (int n = std::max(1, r.n_cpu_layers + 1); n <= in.spec.n_layer; ++n) {
-      Request l = r;
-      l.n_cpu_layers = n;
-      auto p = make_plan(in, l);
-      if (p && p->fits) {
-        consider(in, out,
-                 fmt::format("{} of {} layers on the CPU (partial offload)", n, in.spec.n_layer),
-                 fmt::format("--cpu-layers {}", n), l);
-        break;
-      }
-    }
-  }
-  // A smaller weight quantization, estimated by scaling the matrices to fewer bits per weight;
-  // it needs a re-quantized file, so --fit never picks it.
-  auto is_matrix = [](const Item& i) {
-    return i.kind == ItemKind::kWeights && i.weight_class != model::TensorClass::kNorm &&
-           i.weight_class != model::TensorClass::kOther;
-  };
-  uint64_t matrix_bytes = 0, matrix_read = 0, elements = 0;
-  for (const auto& i : original.items) {
-    if (is_matrix(i)) {
-      matrix_bytes += i.bytes;
-      matrix_read += i.bytes_per_token;
-    }
-  }
-  for (const auto& t : in.file.tensors()) {
-    const auto cls = model::classify_tensor(t.name).cls;
-    if (cls != model::TensorClass::kNorm && cls != model::TensorClass::kOther)
-      elements += t.n_elements;
-  }
-  const double bpw_now =
-      elements ? 8.0 * static_cast<double>(matrix_bytes) / static_cast<double>(elements) : 0;
-  for (auto type : {gguf::TensorType::kQ6_K, gguf::TensorType::kQ5_K, gguf::TensorType::kQ4_K,
-                    gguf::TensorType::kQ3_K, gguf::TensorType::kQ2_K}) {
-    const double shrink = gguf::bits_per_weight(type) / bpw_now;
-    if (shrink >= 0.99) continue;
-    bool fits = true;
-    for (int d = 0; d < static_cast<int>(original.devices.size()); ++d) {
-      double bytes = static_cast<double>(original.bytes_on(d));
-      for (const auto& i : original.items) {
-        if (is_matrix(i) && i.device == d) bytes -= i.bytes * (1.0 - shrink);
-      }
-      if (bytes > static_cast<double>(original.devices[d].budget_bytes)) fits = false;
-    }
-    if (!fits) continue;
-    const double read_now = static_cast<double>(original.prediction.bytes_per_token);
-    const double read_new = read_now - matrix_read * (1.0 - shrink);
-    out.push_back(
-        {fmt::format("a smaller weight quantization, {} (≈{} of matrices instead of {}; needs a "
-                     "re-quantized file)",
-                     gguf::tensor_type_name(type),
-                     util::format_bytes(static_cast<uint64_t>(matrix_bytes * shrink)),
-                     util::format_bytes(matrix_bytes)),
-         fmt::format("-m a {} file", gguf::tensor_type_name(type)), r, false,
-         original.prediction.tokens_per_second * read_now / std::max(1.0, read_new),
-         original.prediction.tokens_per_second_full * read_now / std::max(1.0, read_new)});
-    break;
-  }
-  // If no single change fits, try the two most useful together.
-  if (out.empty()) {
-    Request both = r;
-    both.k_type = both.v_type = tensor::DType::kQ8_0;
-    if (int ctx = largest_fitting_context(in, both); ctx > 0) {
-      both.n_ctx = ctx;
-      consider(in, out, fmt::format("KV cache Q8_0 and context {}", ctx),
-               fmt::format("{} --ctx {}", kv_flags(both.k_type, both.v_type), ctx), both);
-    }
-  }
-  // Fastest first at depth 0; among equals, the one that stays faster as the context fills.
-  auto key = [](const Alternative& a) {
-    return std::pair{std::round(a.tokens_per_second * 10), a.tokens_per_second_full};
-  };
-  std::stable_sort(out.begin(), out.end(),
-                   [&](const Alternative& a, const Alternative& b) { return key(a) > key(b); });
-  return out;
-}
-
-}  // namespace
-
-util::Result<Plan> plan_with_fit(const PlanInput& in, const Request& request, bool fit) {
-  HR_ASSIGN_OR_RETURN(Plan p, make_plan(in, request));
-  if (p.fits) return p;
-  p.alternatives = alternatives(in, p.request, p);
-  if (!fit) return p;
-  for (const auto& a : p.alternatives) {
-    if (!a.automatic) continue;
-    HR_ASSIGN_OR_RETURN(Plan chosen, make_plan(in, a.request));
-    chosen.applied = a.change + " (" + a.flags + ")";
-    chosen.alternatives = p.alternatives;
-    return chosen;
-  }
   return p;
 }
 

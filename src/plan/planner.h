@@ -1,7 +1,9 @@
 // plan::Plan — where every byte of a run will live, what speed that allows, and, when it does not
-// fit, the smallest changes that would, fastest first. The Engine allocates exactly this.
+// fit, the configurations that would, fastest first (or what alone is too big). The Engine
+// allocates exactly this.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,9 @@ struct Request {
   // LoRA adapters (model/lora.h): slots for this many at once, of rank up to this, on the devices
   // of the layers they adapt; none by default.
   model::LoraLimits lora;
+  // A what-if only the fit search sets: the weights priced as a file re-quantized to this type
+  // would hold them (plan/inventory.h). That file does not exist yet, so no run is made of it.
+  std::optional<gguf::TensorType> requantized;
 };
 
 // The context a request gets without --ctx: the model's training context, at most 4096.
@@ -94,6 +99,8 @@ struct Plan {
   bool fits = true;
   std::vector<std::string> problems;      // one per device over budget
   std::vector<Alternative> alternatives;  // when it does not fit: fastest first
+  // When no alternative fits: which part alone exceeds which budget, with the numbers.
+  std::string nothing_fits;
   std::string applied;                    // what --fit changed, if anything
   // Present devices the plan leaves empty (a GPU headroom cannot run on), and what the plan says
   // about them once per reason, e.g. "GPU present (cuda:0 …) but this build runs on the CPU: …".
@@ -130,9 +137,15 @@ struct PlanInput {
   const mm::ProjectorSpec* projector = nullptr;
 };
 
+// Whether the first n layers can compute on the CPU and the rest on the GPU: no layer reads the
+// KV cache of a layer on the other side of the split.
+bool keeps_kv_sharing_together(const std::vector<kv::LayerGeometry>& layers, int n);
+
 // The plan for exactly this request (fits or not, with its problems).
 util::Result<Plan> make_plan(const PlanInput& input, const Request& request);
-// The plan; if it does not fit, the alternatives; with `fit`, the best automatic one applied.
+// The plan; if it does not fit, the alternatives (plan/fit.cpp: combinations of weight type, KV
+// types, context, slots and placement, fastest first) or why nothing fits; with `fit`, the best
+// automatic one applied.
 util::Result<Plan> plan_with_fit(const PlanInput& input, const Request& request, bool fit);
 
 }  // namespace plan

@@ -119,7 +119,8 @@ std::string format_plan(const Plan& p, const model::Spec& spec, const std::strin
   if (!p.fits) {
     out += "\nDOES NOT FIT:\n";
     for (const auto& problem : p.problems) out += "  " + problem + "\n";
-    if (p.alternatives.empty()) out += "  no smaller configuration of this model fits; use a smaller model\n";
+    if (p.alternatives.empty())
+      out += "  nothing fits: " + p.nothing_fits + "; use a smaller model\n";
     else out += "changes that fit, fastest first (decode tok/s at depth 0 / with the context full):\n";
     for (const auto& a : p.alternatives) {
       out += fmt::format("  {:>7.1f} / {:<7.1f} tok/s  {}  [{}]{}\n", a.tokens_per_second, a.tokens_per_second_full, a.change, a.flags,
@@ -210,6 +211,7 @@ nlohmann::ordered_json plan_json(const Plan& p, const model::Spec& spec, const s
                   {"audio_kv_bytes", p.media.audio_kv_bytes}};
   }
   j["problems"] = p.problems;
+  if (!p.nothing_fits.empty()) j["nothing_fits"] = p.nothing_fits;
   j["alternatives"] = nlohmann::ordered_json::array();
   for (const auto& a : p.alternatives) {
     j["alternatives"].push_back({{"change", a.change}, {"flags", a.flags}, {"automatic", a.automatic},

@@ -3,8 +3,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <optional>
+
 #include "model/synth.h"
 #include "testing/testing.h"
+#include "util/units.h"
 
 namespace {
 
@@ -228,6 +232,128 @@ TEST(Planner, APresentGpuThisBuildCannotRunOnIsNamedOnceAndTakesNothing) {
   EXPECT_TRUE(on_gpu->fits);
   EXPECT_TRUE(on_gpu->notes.empty());
   EXPECT_GT(on_gpu->bytes_on(1), 0u);
+}
+
+// Gemma 4 31B at a 128K context in 16 GiB of RAM: no single change fits (its Q4_K_M weights alone
+// take more), but a re-quantized file with a quantized KV cache does. The search must find the
+// fastest such combination: checked against a brute-force grid written here, and against a fresh
+// file of the chosen weight type, planned as given.
+TEST(PlannerFit, Gemma31BAt128KSearchesCombinationsFastestFirst) {
+  const Opened m = open_shape("gemma4", "31b");
+  const plan::Request r{.n_ctx = 131072};
+  const auto devices = cpu_only(16ull << 30);
+  const auto start = std::chrono::steady_clock::now();
+  auto p = plan::plan_with_fit({*m.file, m.spec, devices}, r, /*fit=*/false);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(p.ok()) << p.error().message();
+  ASSERT_FALSE(p->fits);
+  ASSERT_FALSE(p->alternatives.empty()) << p->refusal();
+  for (size_t i = 1; i < p->alternatives.size(); ++i) {
+    EXPECT_GE(p->alternatives[i - 1].tokens_per_second * 1.01,
+              p->alternatives[i].tokens_per_second);
+  }
+  const plan::Alternative& best = p->alternatives[0];
+  std::printf("31B/128K/16 GiB: %zu alternatives in %.3f s; best: %s [%s] %.2f tok/s\n",
+              p->alternatives.size(), seconds, best.change.c_str(), best.flags.c_str(),
+              best.tokens_per_second);
+
+  // Brute force over a grid of its own: weight types, K and V types independently, contexts.
+  double fastest = 0;
+  std::string fastest_what;
+  const std::optional<gguf::TensorType> weights[] = {std::nullopt,
+                                                     gguf::TensorType::kQ6_K,
+                                                     gguf::TensorType::kQ5_K,
+                                                     gguf::TensorType::kQ4_K,
+                                                     gguf::TensorType::kQ3_K,
+                                                     gguf::TensorType::kQ2_K};
+  const tensor::DType kv[] = {tensor::DType::kF16, tensor::DType::kQ8_0, tensor::DType::kQ4_0};
+  for (const auto& w : weights) {
+    for (auto k : kv) {
+      for (auto v : kv) {
+        for (int ctx : {131072, 65536, 32768, 8192, 4096}) {
+          plan::Request q{.n_ctx = ctx, .k_type = k, .v_type = v};
+          q.requantized = w;
+          auto b = plan::make_plan({*m.file, m.spec, devices}, q);
+          ASSERT_TRUE(b.ok());
+          if (b->fits && b->prediction.tokens_per_second > fastest) {
+            fastest = b->prediction.tokens_per_second;
+            fastest_what =
+                fmt::format("{} K {} V {} ctx {}", w ? gguf::tensor_type_name(*w) : "as is",
+                            gguf::tensor_type_name(k), gguf::tensor_type_name(v), ctx);
+          }
+        }
+      }
+    }
+  }
+  ASSERT_GT(fastest, 0);
+  EXPECT_GE(best.tokens_per_second * 1.01, fastest) << fastest_what;
+  // Among ties it keeps the context asked for (the brute force shows one exists).
+  EXPECT_EQ(best.request.n_ctx, 131072) << best.change;
+  EXPECT_FALSE(best.automatic);
+  ASSERT_TRUE(best.request.requantized.has_value());
+
+  // Planned again as given, and from a fresh file of that weight type, it fits, and the fresh
+  // file's weights are the bytes the search priced.
+  auto again = plan::make_plan({*m.file, m.spec, devices}, best.request);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->fits);
+  const std::string type = gguf::tensor_type_name(*best.request.requantized).data();
+  const Opened fresh = open_shape("gemma4", "31b", type);
+  plan::Request as_given = best.request;
+  as_given.requantized.reset();
+  auto fresh_plan = plan::make_plan({*fresh.file, fresh.spec, devices}, as_given);
+  ASSERT_TRUE(fresh_plan.ok());
+  EXPECT_TRUE(fresh_plan->fits) << fresh_plan->problems[0];
+  EXPECT_EQ(fresh_plan->bytes_of(plan::ItemKind::kWeights),
+            again->bytes_of(plan::ItemKind::kWeights));
+  std::printf("planned: %s on the CPU (weights %s)\n",
+              util::format_bytes(fresh_plan->bytes_on(0)).c_str(),
+              util::format_bytes(fresh_plan->bytes_of(plan::ItemKind::kWeights)).c_str());
+  EXPECT_NE(best.flags.find("--kv-type"), std::string::npos) << best.flags;
+  EXPECT_NE(best.flags.find("-m MODEL-" + type), std::string::npos) << best.flags;
+}
+
+// When even the smallest weights exceed the budget, the refusal says so with their size: the
+// tensor table of a 31B file written at Q2_K (the smallest type the search prices).
+TEST(PlannerFit, WhenNothingFitsTheWeightsAloneAreNamedWithTheirSize) {
+  const Opened m = open_shape("gemma4", "31b");
+  const Opened q2 = open_shape("gemma4", "31b", "q2_k");
+  uint64_t q2_weights = 0;
+  for (const auto& t : q2.file->tensors()) q2_weights += t.n_bytes;
+  ASSERT_GT(q2_weights, 8ull << 30);
+  auto p = plan::plan_with_fit({*m.file, m.spec, cpu_only(8ull << 30)}, {.n_ctx = 131072}, true);
+  ASSERT_TRUE(p.ok());
+  EXPECT_FALSE(p->fits);
+  EXPECT_TRUE(p->alternatives.empty());
+  const std::string expected = fmt::format(
+      "the weights alone at the smallest quantization searched (Q2_K, {}) exceed the "
+      "CPU budget of {}",
+      util::format_bytes(q2_weights), util::format_bytes(8ull << 30));
+  EXPECT_EQ(p->nothing_fits, expected);
+  EXPECT_NE(p->refusal().find(expected), std::string::npos) << p->refusal();
+}
+
+// When the weights fit but nothing else does, the least memory the search reaches is named part by
+// part on the device it overflows.
+TEST(PlannerFit, WhenOnlyTheRestOverflowsTheLeastMemoryIsBrokenDown) {
+  const Opened m = open_shape("gemma4", "e2b");
+  auto small =
+      plan::make_plan({*m.file, m.spec, cpu_only()}, {.n_ctx = 256,
+                                                      .k_type = tensor::DType::kQ4_0,
+                                                      .v_type = tensor::DType::kQ4_0,
+                                                      .requantized = gguf::TensorType::kQ2_K});
+  ASSERT_TRUE(small.ok());
+  const uint64_t budget = small->bytes_of(plan::ItemKind::kWeights) + (1u << 20);
+  auto p = plan::plan_with_fit({*m.file, m.spec, cpu_only(budget)}, {.n_ctx = 4096}, false);
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->alternatives.empty());
+  EXPECT_NE(p->nothing_fits.find("even the least memory searched"), std::string::npos)
+      << p->nothing_fits;
+  EXPECT_NE(p->nothing_fits.find("weights " +
+                                 util::format_bytes(small->bytes_of(plan::ItemKind::kWeights))),
+            std::string::npos)
+      << p->nothing_fits;
 }
 
 }  // namespace

@@ -14,6 +14,7 @@ void add_doctor(CLI::App& app, int& exit_code) {
     std::string endpoint;
     double max_seconds = 60;
     bool json = false;
+    bool markdown = false;
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("doctor",
@@ -31,6 +32,9 @@ void add_doctor(CLI::App& app, int& exit_code) {
                   "(default 60; progress goes to stderr)")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print verdicts and the raw measurements as one JSON document");
+  cmd->add_flag("--markdown", o->markdown,
+                "Print the verdicts as a Markdown table (one row per verdict, to paste into an "
+                "issue) instead of blocks wrapped at 100 columns");
   cmd->callback([o, &exit_code] {
     if (!o->plan.lora.files.empty()) {
       std::fprintf(stderr,
@@ -63,7 +67,9 @@ void add_doctor(CLI::App& app, int& exit_code) {
     if (o->json) {
       std::printf("%s\n", doctor::report_json(*report).dump(2).c_str());
     } else {
-      std::printf("%s", doctor::format_report(*report).c_str());
+      std::printf("%s", doctor::format_report(*report, o->markdown ? doctor::ReportStyle::kMarkdown
+                                                                   : doctor::ReportStyle::kText)
+                            .c_str());
     }
     exit_code = kExitOk;
   });

@@ -38,7 +38,10 @@ struct Report {
 
 util::Result<Report> run(const Options& options);
 
-std::string format_report(const Report& report);
+// kText: a block per check wrapped at 100 columns, for a terminal; kMarkdown: one table row per
+// verdict, to paste into an issue.
+enum class ReportStyle { kText, kMarkdown };
+std::string format_report(const Report& report, ReportStyle style = ReportStyle::kText);
 nlohmann::ordered_json report_json(const Report& report);
 
 }  // namespace doctor

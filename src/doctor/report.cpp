@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "doctor/doctor.h"
+#include "util/text_wrap.h"
 
 namespace doctor {
 
@@ -63,21 +64,36 @@ std::string cell(std::string text) {
 
 }  // namespace
 
-std::string format_report(const Report& r) {
+std::string format_report(const Report& r, ReportStyle style) {
   std::string out = fmt::format("headroom doctor: {} ({:.1f} s)\n\n", r.model, r.seconds);
-  out += "| check | verdict | observation (measured) | likely cause | action |\n";
-  out += "|---|---|---|---|---|\n";
   int problems = 0;
-  for (const auto& v : r.verdicts) {
-    problems += v.status == Status::kProblem;
-    out += fmt::format("| {} | {} | {} | {} | {} |\n", v.check, status_name(v.status),
-                       cell(v.observation), cell(v.cause), cell(v.action));
+  for (const auto& v : r.verdicts) problems += v.status == Status::kProblem;
+  if (style == ReportStyle::kMarkdown) {
+    out += "| check | verdict | observation (measured) | likely cause | action |\n";
+    out += "|---|---|---|---|---|\n";
+    for (const auto& v : r.verdicts) {
+      out += fmt::format("| {} | {} | {} | {} | {} |\n", v.check, status_name(v.status),
+                         cell(v.observation), cell(v.cause), cell(v.action));
+    }
+  } else {
+    // One block per check, wrapped to kWidth columns under a 26-column gutter.
+    constexpr size_t kWidth = 100;
+    const std::string gutter(26, ' ');
+    for (const auto& v : r.verdicts) {
+      const std::string head = fmt::format("{:<16}{:<10}", v.check, status_name(v.status));
+      out += util::wrap(v.observation.empty() ? "-" : v.observation, kWidth, head, gutter);
+      if (!v.cause.empty()) out += util::wrap(v.cause, kWidth, gutter + "cause: ", gutter + "  ");
+      if (!v.action.empty())
+        out += util::wrap(v.action, kWidth, gutter + "action: ", gutter + "  ");
+    }
   }
   out += problems == 0 ? "\nno problems found\n"
                        : fmt::format("\n{} problem{} found:\n", problems, problems > 1 ? "s" : "");
   for (const auto& v : r.verdicts) {
-    if (v.status == Status::kProblem)
-      out += fmt::format("  {} ({}): {} → {}\n", v.check, v.rule, v.cause, v.action);
+    if (v.status == Status::kProblem) {
+      out += util::wrap(fmt::format("{} ({}): {} → {}", v.check, v.rule, v.cause, v.action), 100,
+                        "  ", "    ");
+    }
   }
   return out;
 }

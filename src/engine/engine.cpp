@@ -10,6 +10,7 @@
 #include "kernels/ref/ref.h"
 #include "plan/media.h"
 #include "util/memory.h"
+#include "util/text_wrap.h"
 #include "util/units.h"
 
 namespace engine {
@@ -172,33 +173,48 @@ MemoryCheck Engine::mapped_encoder_weights() const {
     if (!mapped) continue;
     m.allocated += t.n_bytes;
     m.resident += util::resident_bytes(t.data.data(), t.data.size());
+    m.in_rss += std::min<uint64_t>(util::mapped_in_bytes(t.data.data(), t.data.size()), t.n_bytes);
   }
   return m;
 }
 
 Verification Engine::verify() const {
   Verification v;
+  v.uses_gpu = plan_.uses_gpu();
+  const bool host_only = !v.uses_gpu;
   // Weights: on a GPU copied into its memory; on the CPU bound straight into the file mapping
   // (resident = the mapped pages of used tensors). A split plan has both.
   MemoryCheck weights{.name = "weights", .planned = plan_.bytes_of(plan::ItemKind::kWeights)};
   // Placed weights and LoRA slots: allocated when loaded, held in full (a host lane's slots only
   // once touched, but the plan holds them whole).
   weights.allocated = weights.resident = model_->placed_weight_bytes() + model_->lora_pool_bytes();
+  weights.in_rss = host_only ? weights.allocated : 0;
   const plan::Inventory inv = plan::inventory(*file_, spec_);
   for (const auto& w : inv.weights) {
     if (!w.used || plan_.device_of(w) != 0) continue;
     const auto* t = file_->find_tensor(w.name);
+    const uint64_t in_rss = util::mapped_in_bytes(t->data.data(), t->data.size());
     weights.allocated += t->n_bytes;
     weights.resident += util::resident_bytes(t->data.data(), t->data.size());
+    weights.in_rss += std::min<uint64_t>(in_rss, t->n_bytes);
+    if (in_rss > 0 && in_rss < t->n_bytes) v.partly_read.push_back({w.name, t->n_bytes, in_rss});
   }
+  std::sort(v.partly_read.begin(), v.partly_read.end(),
+            [](const auto& a, const auto& b) { return a.bytes - a.read > b.bytes - b.read; });
+  if (v.partly_read.size() > 3) v.partly_read.resize(3);
   // The encoders' weights: placed in a GPU's memory, or read from the projector's mapping.
   const MemoryCheck mapped = mapped_encoder_weights();
   weights.allocated += mapped.allocated + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.resident += mapped.resident + (encoders_ ? encoders_->placed_weight_bytes() : 0);
+  weights.in_rss += mapped.in_rss + (encoders_ && host_only ? encoders_->placed_weight_bytes() : 0);
+  uint64_t kv_on_host = 0;
+  for (const auto& item : plan_.items)
+    kv_on_host += item.kind == plan::ItemKind::kKvCache && item.device == 0 ? item.bytes : 0;
   MemoryCheck kv{.name = "kv cache",
                  .planned = plan_.bytes_of(plan::ItemKind::kKvCache),
                  .allocated = cache_.bytes_allocated(),
                  .resident = cache_.bytes_resident()};
+  kv.in_rss = kv_on_host == kv.planned ? kv.resident : 0;  // anonymous memory: resident = touched
   MemoryCheck act{.name = "activations",
                   .planned = plan_.bytes_of(plan::ItemKind::kActivations),
                   .allocated = model_->workspace_bytes() + model_->staging_bytes() +
@@ -207,11 +223,13 @@ Verification Engine::verify() const {
                                (encoders_ ? encoders_->workspace_bytes() : 0) +
                                (audio_backend_ ? audio_backend_->scratch_bytes() : 0)};
   act.resident = act.allocated;
+  act.in_rss = host_only ? act.allocated : 0;
   v.classes = {weights, kv, act};
   if (encoders_) {
     MemoryCheck media{.name = "media rows",
                       .allocated = media_rows_.size() * sizeof(float),
-                      .resident = media_rows_.size() * sizeof(float)};
+                      .resident = media_rows_.size() * sizeof(float),
+                      .in_rss = media_rows_.size() * sizeof(float)};
     for (const auto& item : plan_.items)
       media.planned += item.name == plan::kMediaEmbeddingsItem ? item.bytes : 0;
     v.classes.push_back(media);
@@ -227,17 +245,58 @@ Verification Engine::verify() const {
 }
 
 std::string Verification::format() const {
-  std::string out = fmt::format("{:<14} {:>12} {:>12} {:>12} {:>9}\n", "class", "planned",
-                                "allocated", "resident", "alloc/plan");
+  using util::format_bytes;
+  std::string out = fmt::format("{:<14} {:>12} {:>12} {:>12} {:>12} {:>9}\n", "class", "planned",
+                                "allocated", "resident", "in RSS", "alloc/plan");
   for (const auto& c : classes) {
-    out += fmt::format("{:<14} {:>12} {:>12} {:>12} {:>8.2f}%\n", c.name,
-                       util::format_bytes(c.planned), util::format_bytes(c.allocated),
-                       util::format_bytes(c.resident),
-                       c.planned ? 100.0 * c.allocated / c.planned : 100.0);
+    out += fmt::format("{:<14} {:>12} {:>12} {:>12} {:>12} {:>8.2f}%\n", c.name,
+                       format_bytes(c.planned), format_bytes(c.allocated), format_bytes(c.resident),
+                       format_bytes(c.in_rss), c.planned ? 100.0 * c.allocated / c.planned : 100.0);
   }
-  out += fmt::format("process RSS grew {} since loading began, {} at its peak (planned total {})\n",
-                     util::format_bytes(rss_growth()), util::format_bytes(peak_growth()),
-                     util::format_bytes(planned_total));
+  out += fmt::format("process RSS grew {} since loading began, {} at its peak; planned total {}\n",
+                     format_bytes(rss_growth()), format_bytes(peak_growth()),
+                     format_bytes(planned_total));
+  // Why the growth is not the planned total: each class's bytes outside the RSS, then the rest.
+  constexpr uint64_t kNoise = 1 << 20;
+  constexpr size_t kWidth = 100;
+  auto line = [&](const std::string& text) { out += util::wrap(text, kWidth, "  ", "    "); };
+  uint64_t in_rss = 0;
+  for (const auto& c : classes) {
+    in_rss += c.in_rss;
+    if (c.allocated != c.planned) {
+      line(fmt::format("{}: allocated {} than planned by {} — the plan is wrong here: report it",
+                       c.name, c.allocated > c.planned ? "more" : "less",
+                       format_bytes(c.allocated > c.planned ? c.allocated - c.planned
+                                                            : c.planned - c.allocated)));
+    }
+    if (c.allocated < c.in_rss + kNoise) continue;
+    const uint64_t outside = c.allocated - c.in_rss;
+    if (c.name == "weights") {
+      std::string text = fmt::format(
+          "weights: {} of them not in RSS — {}a mapped file's pages join the RSS when this "
+          "process first reads them",
+          format_bytes(outside), uses_gpu ? "those on a GPU are in its memory; " : "");
+      for (size_t i = 0; i < partly_read.size(); ++i) {
+        const PartlyRead& t = partly_read[i];
+        text += fmt::format("{}{} ({} of {})", i == 0 ? "; read in part: " : ", ", t.name,
+                            format_bytes(t.read), format_bytes(t.bytes));
+      }
+      if (!partly_read.empty()) text += ", as a table indexed by token is read: a row per token";
+      line(text);
+    } else if (c.resident < c.allocated) {
+      line(
+          fmt::format("{}: {} not yet written — its pages join the RSS as they are first written "
+                      "(the KV cache's as the context fills)",
+                      c.name, format_bytes(c.allocated - c.resident)));
+    } else {
+      line(fmt::format("{}: {} in GPU memory, not in RSS", c.name, format_bytes(outside)));
+    }
+  }
+  const int64_t other = static_cast<int64_t>(rss_growth()) - static_cast<int64_t>(in_rss);
+  line(
+      fmt::format("outside the plan's classes: {}{} (code pages, libc arenas, thread stacks, the "
+                  "tokenizer: not priced by the plan)",
+                  other < 0 ? "-" : "+", format_bytes(static_cast<uint64_t>(std::abs(other)))));
   return out;
 }
 

@@ -57,7 +57,14 @@ struct MemoryCheck {
   std::string name;
   uint64_t planned = 0;
   uint64_t allocated = 0;  // what the allocators hold for it
-  uint64_t resident = 0;   // of that, pages in RAM now (mincore)
+  uint64_t resident = 0;   // of that, pages in RAM now (mincore; a GPU's bytes count whole)
+  uint64_t in_rss = 0;     // of that, host pages this process has mapped in: its share of the RSS
+};
+
+// A mapped tensor that decoding has read only in part (a table indexed by token).
+struct PartlyRead {
+  std::string name;
+  uint64_t bytes = 0, read = 0;  // its size, and the bytes of it in this process's RSS
 };
 
 struct Verification {
@@ -68,10 +75,13 @@ struct Verification {
   uint64_t rss_now = 0;
   // The process's highest RSS since loading began (see util::reset_peak_rss).
   uint64_t rss_peak = 0;
+  bool uses_gpu = false;
+  std::vector<PartlyRead> partly_read;  // mapped tensors read in part, most unread bytes first
   uint64_t rss_growth() const { return rss_now > rss_before_load ? rss_now - rss_before_load : 0; }
   uint64_t peak_growth() const {
     return rss_peak > rss_before_load ? rss_peak - rss_before_load : 0;
   }
+  // The table, then why the RSS growth differs from the planned total, one line per cause.
   std::string format() const;
 };
 

@@ -43,4 +43,10 @@ uint64_t resident_bytes(const void* p, size_t n) {
   return pages ? *pages * page_size() : 0;
 }
 
+uint64_t mapped_in_bytes(const void* p, size_t n) {
+  if (!p || n == 0) return 0;
+  auto pages = mapped_in_pages({static_cast<const uint8_t*>(p), n});
+  return pages ? *pages * page_size() : 0;
+}
+
 }  // namespace util

@@ -15,5 +15,7 @@ uint64_t peak_rss();
 bool reset_peak_rss();
 // Bytes of [p, p + n) whose pages are resident in RAM (mincore); n rounded out to whole pages.
 uint64_t resident_bytes(const void* p, size_t n);
+// Bytes of [p, p + n) whose pages this process has mapped in (they count in its RSS; pagemap).
+uint64_t mapped_in_bytes(const void* p, size_t n);
 
 }  // namespace util

@@ -23,6 +23,11 @@ Result<size_t> resident_pages(std::span<const uint8_t> range);
 // The same pages one by one: 1 where resident, 0 where not.
 Result<std::vector<unsigned char>> resident_map(std::span<const uint8_t> range);
 
+// Pages overlapping `range` that this process has mapped in (its page table holds them: they count
+// in its RSS), from /proc/self/pagemap. A file mapping's pages may be resident in the page cache
+// (resident_pages) yet not mapped in until the process first reads them.
+Result<size_t> mapped_in_pages(std::span<const uint8_t> range);
+
 size_t page_size();
 
 }  // namespace util

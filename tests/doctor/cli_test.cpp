@@ -1,10 +1,12 @@
 // `headroom doctor` end to end on the shipped stories260K: the real probes, a CPU hog for
 // contention, a what-if GPU for partial offload, an unreachable endpoint.
 #include <gtest/gtest.h>
+
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -115,9 +117,25 @@ TEST(DoctorCli, AnUnreachableEndpointIsSaidSo) {
       << v["cause"];
 }
 
-TEST(DoctorCli, TheTableNamesEveryCheck) {
+TEST(DoctorCli, TheReportNamesEveryCheckWithinAHundredColumnsOrAsATable) {
   std::string out, err;
   ASSERT_EQ(testing_util::run_command(testing_util::headroom_binary().string() + " doctor --ctx 128", &out, &err), 0)
+      << err;
+  for (const char* check : {"placement", "budget", "backend", "partial offload", "kv growth",
+                            "memory pressure", "contention", "throttling", "roofline", "endpoint"})
+    EXPECT_NE(out.find(std::string("\n") + check + " "), std::string::npos) << check << "\n" << out;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    size_t columns = 0;
+    for (unsigned char c : line) columns += (c & 0xC0) != 0x80;
+    // A path or URL longer than a line stays whole; nothing the doctor writes is that long here.
+    EXPECT_LE(columns, 100u) << line;
+  }
+  EXPECT_NE(err.find("doctor: decoding"), std::string::npos) << "progress on stderr: " << err;
+  ASSERT_EQ(
+      testing_util::run_command(
+          testing_util::headroom_binary().string() + " doctor --ctx 128 --markdown", &out, &err),
+      0)
       << err;
   EXPECT_NE(out.find("| check | verdict | observation (measured) | likely cause | action |"), std::string::npos);
   EXPECT_NE(out.find("| roofline |"), std::string::npos);

@@ -173,27 +173,34 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
   }
   std::mt19937 rng(7);
 
-  // Calibration, untimed for the results: the warm-up prefill faults in the weights every token
-  // reads (a lazily read table, such as per-layer embeddings, only its rows as they are used),
-  // and with one short decode it prices the workload on the kernels that run.
+  // Calibration, untimed for the results. One forward pass of one token first: it faults in the
+  // weights every token reads (a lazily read table, such as per-layer embeddings, only the rows
+  // used) and prices a step on the kernels that run, before anything longer is tried.
   progress("warming up");
   Workload w{.n_gen = o.n_gen, .n_concurrent = std::min(o.n_concurrent, e->n_slots())};
   w.short_depth = std::min(16, e->n_ctx() / 8);
-  const int n_warm = std::min(32, e->n_ctx() - 1);
+  w.long_depth = std::min(1024, e->n_ctx() - w.n_gen - 1);
   auto t = Clock::now();
-  HR_TRY(engine::prefill_only(*e, std::vector<int32_t>(n_warm, 1)));
+  HR_TRY(engine::prefill_only(*e, std::vector<int32_t>{1}));
+  const double step = since(t);
+  auto over_limit = [&](double decode, double prefill, const std::string& how) {
+    cannot_measure = too_slow(w.shortest().seconds(decode, prefill), o.max_seconds, how);
+    return Measurement{};
+  };
+  if (w.shortest().seconds(step, 0) > o.max_seconds - since(start))
+    return over_limit(step, 0, fmt::format("one step takes {:.2f} s on these kernels", step));
+  // Then a batched prefill and a short decode, each a small share of what is left.
+  const int n_warm = std::clamp(static_cast<int>(0.05 * (o.max_seconds - since(start)) / step), 2,
+                                std::min(32, e->n_ctx() - 1));
+  t = Clock::now();
+  HR_TRY(engine::prefill_only(*e, std::vector<int32_t>(n_warm, 2)));
   const double prefill = since(t) / n_warm;
   HR_ASSIGN_OR_RETURN(auto probe, engine::generation_throughput(
                                       *e, engine::random_tokens(*e, w.short_depth, rng), 4, rng));
   const double decode = 1 / probe.tokens_per_second;
-  w.long_depth = std::min(1024, e->n_ctx() - w.n_gen - 1);
-  const double left = o.max_seconds - since(start);
-  const auto fitted = fit_workload(w, decode, prefill, left);
-  if (!fitted) {
-    cannot_measure = too_slow(w.shortest().seconds(decode, prefill), o.max_seconds,
-                              fmt::format("a token takes {:.2f} s on these kernels", decode));
-    return Measurement{};
-  }
+  const auto fitted = fit_workload(w, decode, prefill, o.max_seconds - since(start));
+  if (!fitted)
+    return over_limit(decode, prefill, fmt::format("a token takes {:.2f} s on these kernels", decode));
   w = *fitted;
 
   const CpuSnapshot cpu_before = cpu_snapshot();

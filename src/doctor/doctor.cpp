@@ -141,9 +141,9 @@ double predicted_minimum_seconds(double tokens_per_second) {
 
 std::string too_slow(double seconds, double limit, const std::string& how) {
   return fmt::format(
-      "even the shortest measurement would take about {:.0f} s ({}), past the doctor's {:.0f} s "
+      "even the shortest measurement would take about {:.{}f} s ({}), past the doctor's {:g} s "
       "limit (--max-seconds); `headroom bench` measures it at length",
-      seconds, how, limit);
+      seconds, seconds < 10 ? 1 : 0, how, limit);
 }
 
 util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, GpuTelemetry& gpu,

@@ -1,8 +1,10 @@
 // `headroom doctor` names no problem on a healthy machine, with the model in the page cache and
 // again after dropping it from there: on the shipped stories260K, and on an E2B-shaped model whose
-// per-layer-embedding table (most of the file) decode reads lazily, a row per token.
+// per-layer-embedding table (most of the file) decode reads lazily, a row per token. And its
+// measured run keeps to its time limit on the kernels that run.
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "testing/structure_models.h"
@@ -70,6 +72,27 @@ TEST(DoctorPageCache, NoProblemWarmOrColdOnAnE2BShapedModelWithALazilyReadPleTab
   EXPECT_LT(first["weights_resident"].get<double>(), 0.9 * first["weights_bytes"].get<double>())
       << first;
   EXPECT_GT(samples.back()["major_faults"].get<uint64_t>(), first["major_faults"].get<uint64_t>());
+}
+
+TEST(DoctorTimeLimit, TheMeasuredRunShrinksToFitOrSaysItCannotOnTheKernelsThatRun) {
+  const auto model = write_e2b_shaped();
+  // The reference kernels, far slower than the bandwidth prediction: the limit still holds.
+  for (double limit : {1.0, 15.0}) {
+    SCOPED_TRACE(testing::Message() << "--max-seconds " << limit);
+    const auto report = doctor_json(model, fmt::format("--backend ref --max-seconds {}", limit));
+    // Loading and the one calibration step may overrun a tiny limit; nothing after them does.
+    EXPECT_LE(report["seconds"].get<double>(), std::max(limit * 1.2, 10.0));
+    const auto& roofline = report["observations"]["roofline"];
+    if (roofline.contains("not_run")) {
+      EXPECT_NE(roofline["not_run"].get<std::string>().find(
+                    fmt::format("past the doctor's {} s limit", limit)),
+                std::string::npos)
+          << roofline;
+    } else {
+      EXPECT_GT(limit, 1.0) << "1 s cannot hold even the shortest measurement";
+      EXPECT_GT(roofline["measured_tps"].get<double>(), 0);
+    }
+  }
 }
 
 }  // namespace

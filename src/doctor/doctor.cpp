@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <optional>
 #include <random>
+#include <tuple>
 
 #include "doctor/endpoint_probe.h"
 #include "doctor/plan_probes.h"
@@ -147,7 +148,7 @@ std::string too_slow(double seconds, double limit, const std::string& how) {
 }
 
 util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, GpuTelemetry& gpu,
-                                  Observations& obs, Clock::time_point start,
+                                  Observations& obs, RunFacts& facts, Clock::time_point start,
                                   std::string& cannot_measure) {
   auto progress = [&](const std::string& what) {
     if (o.progress)
@@ -180,9 +181,11 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
   Workload w{.n_gen = o.n_gen, .n_concurrent = std::min(o.n_concurrent, e->n_slots())};
   w.short_depth = std::min(16, e->n_ctx() / 8);
   w.long_depth = std::min(1024, e->n_ctx() - w.n_gen - 1);
+  facts.device = run_plan.compute_device().name;
   auto t = Clock::now();
   HR_TRY(engine::prefill_only(*e, std::vector<int32_t>{1}));
   const double step = since(t);
+  facts.step_seconds = step;
   auto over_limit = [&](double decode, double prefill, const std::string& how) {
     cannot_measure = too_slow(w.shortest().seconds(decode, prefill), o.max_seconds, how);
     return Measurement{};
@@ -198,10 +201,14 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
   HR_ASSIGN_OR_RETURN(auto probe, engine::generation_throughput(
                                       *e, engine::random_tokens(*e, w.short_depth, rng), 4, rng));
   const double decode = 1 / probe.tokens_per_second;
+  facts.prefill_seconds = prefill;
+  facts.decode_seconds = decode;
   const auto fitted = fit_workload(w, decode, prefill, o.max_seconds - since(start));
   if (!fitted)
     return over_limit(decode, prefill, fmt::format("a token takes {:.2f} s on these kernels", decode));
   w = *fitted;
+  std::tie(facts.n_gen, facts.reps, facts.short_depth, facts.long_depth, facts.n_concurrent) =
+      std::tie(w.n_gen, w.reps, w.short_depth, w.long_depth, w.n_concurrent);
 
   const CpuSnapshot cpu_before = cpu_snapshot();
   Sampler sampler(weights, &gpu, std::chrono::milliseconds(50));
@@ -301,7 +308,8 @@ util::Result<Report> run(const Options& o) {
   }
   Measurement measured;
   if (cannot_measure.empty()) {
-    auto m = measure(o, run_plan, *gpu, obs, start, cannot_measure);
+    report.run.max_seconds = o.max_seconds;
+    auto m = measure(o, run_plan, *gpu, obs, report.run, start, cannot_measure);
     if (m)
       measured = *m;
     else

@@ -29,7 +29,18 @@ struct Options {
   std::function<void(const std::string&)> progress;  // what is being measured now; may be null
 };
 
+// How the engine's run was measured: where, and the workload the time limit allowed.
+struct RunFacts {
+  std::string device;  // the device that ran it (empty: not loaded)
+  double max_seconds = 0;
+  double step_seconds = 0;     // calibration: one token's forward pass (weights faulting in)
+  double prefill_seconds = 0;  // per token, batched
+  double decode_seconds = 0;   // per token
+  int n_gen = 0, reps = 0, short_depth = 0, long_depth = 0, n_concurrent = 0;  // 0: not run
+};
+
 struct Report {
+  RunFacts run;
   Observations observations;
   std::vector<Verdict> verdicts;
   std::string model;  // what was diagnosed

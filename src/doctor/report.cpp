@@ -102,6 +102,17 @@ nlohmann::ordered_json report_json(const Report& r) {
   nlohmann::ordered_json doc;
   doc["model"] = r.model;
   doc["seconds"] = r.seconds;
+  const RunFacts& run = r.run;
+  doc["measured_run"] = {{"device", run.device},
+                         {"max_seconds", run.max_seconds},
+                         {"step_seconds", run.step_seconds},
+                         {"prefill_seconds_per_token", run.prefill_seconds},
+                         {"decode_seconds_per_token", run.decode_seconds},
+                         {"n_gen", run.n_gen},
+                         {"reps", run.reps},
+                         {"short_depth", run.short_depth},
+                         {"long_depth", run.long_depth},
+                         {"n_concurrent", run.n_concurrent}};
   doc["verdicts"] = nlohmann::ordered_json::array();
   for (const auto& v : r.verdicts) {
     doc["verdicts"].push_back({{"check", v.check},

@@ -91,6 +91,12 @@ TEST(DoctorTimeLimit, TheMeasuredRunShrinksToFitOrSaysItCannotOnTheKernelsThatRu
     } else {
       EXPECT_GT(limit, 1.0) << "1 s cannot hold even the shortest measurement";
       EXPECT_GT(roofline["measured_tps"].get<double>(), 0);
+      // --json says what the limit allowed, from the calibration on these kernels.
+      const auto& run = report["measured_run"];
+      EXPECT_EQ(run["max_seconds"].get<double>(), limit) << run;
+      EXPECT_GT(run["decode_seconds_per_token"].get<double>(), 0) << run;
+      EXPECT_GE(run["n_gen"].get<int>(), 8) << run;
+      EXPECT_GE(run["long_depth"].get<int>(), 4 * run["short_depth"].get<int>()) << run;
     }
   }
 }

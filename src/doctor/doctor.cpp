@@ -156,7 +156,8 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
           fmt::format("{} ({:.0f} s of at most {:.0f} s)", what, since(start), o.max_seconds));
   };
   progress("loading the model");
-  HR_ASSIGN_OR_RETURN(auto e, engine::Engine::create(o.file, o.spec, run_plan));
+  HR_ASSIGN_OR_RETURN(
+      auto e, engine::Engine::create(o.file, o.spec, run_plan, {.gpu_backend = o.gpu_backend}));
   const int threads = e->n_threads();
   const bool on_cpu = !run_plan.uses_gpu();
   // The roofline's bandwidth: on the CPU measured now with the engine's threads, before the
@@ -275,12 +276,12 @@ util::Result<Report> run(const Options& o) {
     gpu = own_gpu.get();
   }
 
-  // The engine runs where the plan puts it: on the GPUs it places layers on when they are all
-  // present, else on the CPU (a what-if GPU is not here to measure). Planned again with slots
-  // for the concurrent streams.
+  // The engine runs where the plan puts it: on its GPUs when they are all present (or a backend
+  // stands in for them), else on the CPU (a what-if GPU is not here to measure). Planned again
+  // with slots for the concurrent streams.
   const bool what_if = std::any_of(p.devices.begin(), p.devices.end(),
                                    [](const plan::Device& d) { return d.simulated; });
-  const bool on_gpu = !what_if && obs.backend->bytes_on_real_gpu > 0;
+  const bool on_gpu = p.uses_gpu() && (o.gpu_backend || !what_if);
   plan::Request run_request = p.request;
   run_request.n_slots = std::max(run_request.n_slots, o.n_concurrent);
   std::vector<plan::Device> run_devices = p.devices;

@@ -11,6 +11,7 @@
 
 #include "doctor/gpu_telemetry.h"
 #include "doctor/rules.h"
+#include "engine/engine.h"
 #include "gguf/file.h"
 #include "model/spec.h"
 #include "plan/planner.h"
@@ -23,6 +24,10 @@ struct Options {
   plan::Plan plan;              // the user's request as planned (with a what-if GPU if asked)
   std::string endpoint;         // --endpoint URL; empty: not probed
   GpuTelemetry* gpu = nullptr;  // null: default_gpu_telemetry()
+  // The backend of GPU `index` the engine measures on (null: this build's). Tests supply an
+  // emulated GPU, which also stands in for an --assume-gpu what-if; without one a what-if GPU
+  // is not here to measure, and the engine runs on the CPU.
+  engine::GpuBackendFactory gpu_backend;
   int n_gen = 48;               // tokens decoded per speed measurement (fewer to fit the limit)
   int n_concurrent = 4;
   double max_seconds = 60;  // the engine's measurements shrink to fit this, or are not run

@@ -11,6 +11,7 @@
 #include "doctor/doctor.h"
 #include "doctor/endpoint_probe.h"
 #include "doctor/plan_probes.h"
+#include "testing/emulated_gpu.h"
 #include "testing/testing.h"
 
 namespace doctor {
@@ -56,6 +57,36 @@ std::set<std::string> problems(const std::vector<Verdict>& verdicts) {
     if (v.status == Status::kProblem) ids.insert(v.rule);
   }
   return ids;
+}
+
+// The engine is measured where the plan runs it: a what-if GPU is not here, so on the CPU; with
+// the emulated GPU standing in for it, on that GPU, whose bandwidth is then the roofline's.
+TEST(DoctorProbes, TheEngineIsMeasuredWhereThePlanRunsIt) {
+  const Model m = stories();
+  auto p = plan::make_plan({*m.file, m.spec, {cpu_device(), what_if_gpu(1ull << 30)}},
+                           {.n_ctx = 256, .n_ubatch = 16});
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(p->uses_gpu());
+  auto on_cpu = run({.file = m.file, .spec = m.spec, .plan = *p, .n_gen = 16});
+  ASSERT_TRUE(on_cpu.ok()) << on_cpu.error().message();
+  EXPECT_EQ(on_cpu->run.device.rfind("cpu", 0), 0u) << on_cpu->run.device;
+  ASSERT_TRUE(on_cpu->observations.roofline.ran());
+  EXPECT_NE(on_cpu->observations.roofline->bandwidth, 300e9);  // measured in RAM
+
+  auto on_gpu = run({.file = m.file,
+                     .spec = m.spec,
+                     .plan = *p,
+                     .gpu_backend = [](int) -> util::Result<std::unique_ptr<kernels::Backend>> {
+                       return std::unique_ptr<kernels::Backend>(
+                           std::make_unique<testing_util::EmulatedGpu>(2, 16, 4096));
+                     },
+                     .n_gen = 16});
+  ASSERT_TRUE(on_gpu.ok()) << on_gpu.error().message();
+  EXPECT_EQ(on_gpu->run.device, "assumed GPU");
+  ASSERT_TRUE(on_gpu->observations.roofline.ran());
+  EXPECT_EQ(on_gpu->observations.roofline->bandwidth, 300e9);
+  EXPECT_GT(on_gpu->observations.roofline->measured_tps, 0);
+  EXPECT_EQ(on_gpu->observations.roofline->llc_bytes, 0u);  // no CPU cache bounds a GPU's run
 }
 
 TEST(DoctorProbes, AGpuBudgetThatForcesPartialOffloadIsNamedWithItsCost) {

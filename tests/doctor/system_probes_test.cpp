@@ -67,10 +67,12 @@ TEST(DoctorSystemProbes, AProcessHolding200MiBIsNamedWithItsSize) {
   // This process is not "another process".
   const std::string self = "(pid " + std::to_string(::getpid()) + ")";
   for (const auto& p : holders) EXPECT_EQ(p.name.find(self), std::string::npos) << p.name;
-  // Asked for the largest few, the list is cut, largest first.
+  // Asked for the largest few, the list is cut, largest first. (Other processes' RSS moves between
+  // two reads of /proc, so the two lists are not compared entry by entry.)
   const auto top = memory_holders(2);
   ASSERT_EQ(top.size(), 2u);
-  EXPECT_EQ(top[0].rss, holders[0].rss);
+  EXPECT_GE(top[0].rss, top[1].rss);
+  EXPECT_GE(top[0].rss, 200 * kMiB) << "the holder's 200 MiB, at least, is among them";
 }
 
 // A file of `pages` pages mapped read-only, dropped from the page cache first.

@@ -206,7 +206,8 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
   facts.decode_seconds = decode;
   const auto fitted = fit_workload(w, decode, prefill, o.max_seconds - since(start));
   if (!fitted)
-    return over_limit(decode, prefill, fmt::format("a token takes {:.2f} s on these kernels", decode));
+    return over_limit(decode, prefill,
+                      fmt::format("a token takes {:.2f} s on these kernels", decode));
   w = *fitted;
   std::tie(facts.n_gen, facts.reps, facts.short_depth, facts.long_depth, facts.n_concurrent) =
       std::tie(w.n_gen, w.reps, w.short_depth, w.long_depth, w.n_concurrent);
@@ -251,9 +252,8 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
   // The best of the probes before and after, and the decode itself: a noisy or disturbed probe
   // must not put the decode above its roofline.
   const double achieved = tps_short * static_cast<double>(bytes_at(w.short_depth));
-  bandwidth =
-      std::max({bandwidth, probe_bandwidth(),
-                on_cpu && achieved > bandwidth && bytes_at(w.short_depth) > llc ? achieved : 0.0});
+  const bool from_ram = on_cpu && bytes_at(w.short_depth) > llc;
+  bandwidth = std::max({bandwidth, probe_bandwidth(), from_ram ? achieved : 0.0});
   obs.roofline.value = RooflineFacts{bytes_at(w.short_depth), tps_short, bandwidth, llc};
   return Measurement{on_cpu ? 1.0 / tps_short : 0};
 }

@@ -28,7 +28,7 @@ struct Options {
   // emulated GPU, which also stands in for an --assume-gpu what-if; without one a what-if GPU
   // is not here to measure, and the engine runs on the CPU.
   engine::GpuBackendFactory gpu_backend;
-  int n_gen = 48;               // tokens decoded per speed measurement (fewer to fit the limit)
+  int n_gen = 48;  // tokens decoded per speed measurement (fewer to fit the limit)
   int n_concurrent = 4;
   double max_seconds = 60;  // the engine's measurements shrink to fit this, or are not run
   std::function<void(const std::string&)> progress;  // what is being measured now; may be null

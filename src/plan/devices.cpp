@@ -190,9 +190,11 @@ uint64_t sysfs_last_level_cache() {
   return best;
 }
 
+}  // namespace
+
 // The same from CPUID's cache descriptors: leaf 4 (Intel) or 0x8000001D (AMD), whose subleaves
 // give each cache's level, ways, partitions, line size and sets.
-uint64_t cpuid_last_level_cache() {
+uint64_t cpuid_last_level_cache_bytes() {
 #if defined(__x86_64__) || defined(__i386__)
   unsigned a = 0, b = 0, c = 0, d = 0;
   for (unsigned leaf : {4u, 0x8000001Du}) {
@@ -217,15 +219,9 @@ uint64_t cpuid_last_level_cache() {
   return 0;
 }
 
-}  // namespace
-
 uint64_t last_level_cache_bytes() {
   const uint64_t sysfs = sysfs_last_level_cache();
-  return sysfs > 0 ? sysfs : cpuid_last_level_cache();
-}
-
-uint64_t cpuid_last_level_cache_bytes() {
-  return cpuid_last_level_cache();
+  return sysfs > 0 ? sysfs : cpuid_last_level_cache_bytes();
 }
 
 namespace {
@@ -246,7 +242,7 @@ uint64_t sum_words_scalar(const uint64_t* data, size_t begin, size_t end) {
 
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) uint64_t sum_words_avx2(const uint64_t* data, size_t begin,
-                                                          size_t end) {
+                                                        size_t end) {
   __m256i s0 = _mm256_setzero_si256(), s1 = s0;
   for (size_t i = begin; i < end; i += 8) {
     s0 = _mm256_add_epi64(s0, _mm256_load_si256(reinterpret_cast<const __m256i*>(data + i)));
@@ -258,7 +254,7 @@ __attribute__((target("avx2"))) uint64_t sum_words_avx2(const uint64_t* data, si
 }
 
 __attribute__((target("avx512f"))) uint64_t sum_words_avx512(const uint64_t* data, size_t begin,
-                                                               size_t end) {
+                                                             size_t end) {
   __m512i s0 = _mm512_setzero_si512(), s1 = s0;
   size_t i = begin;
   for (; i + 16 <= end; i += 16) {

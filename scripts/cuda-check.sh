@@ -2,18 +2,28 @@
 # The checks of the CUDA backend that need an NVIDIA GPU, in one run that a GPU session starts with
 # (docs/cuda.md, issue 18 item 8): the GPU as nvidia-smi sees it, the kernels' lane tests (host
 # code, a check that this build runs here), the kernel tests against the reference, whole forward
-# passes on the GPU against golden and CPU logits, the decode matvec benchmark, the planner's and
-# the doctor's view of the GPU through NVML, then the kernel tests under compute-sanitizer memcheck.
+# passes on the GPU (recorded, then op by op) against golden, CPU and reference-backend logits, the
+# decode matvec benchmark, the planner's and the doctor's view of the GPU through NVML, the
+# end-to-end benches and split runs (CUDA_CHECK_E2E), then the kernel tests under compute-sanitizer
+# memcheck.
 # Kernel tests: backend_cases_tests' CUDA table (every op against the reference) and
 # cuda_backend_tests (the backend's refusals).
 #
 # Usage: scripts/cuda-check.sh [BUILD_DIR] [LOG_DIR]
+#        scripts/cuda-check.sh --binaries [BUILD_DIR]   the binaries it runs, one per line
 #   BUILD_DIR  a build with the CUDA backend for this GPU's architecture, e.g. sm_90 built on a
 #              CPU machine (default: build). Only its binaries are used: nothing is rebuilt.
 #   LOG_DIR    where each step's full output goes (default: BUILD_DIR/cuda-check)
 #   CUDA_CHECK_BUDGET_S  the whole run's time limit in seconds (default 570: under 10 minutes).
 #                        Each step is cut at its own limit or at what is left of the budget; a
 #                        step with under 10 s left is not started.
+#   CUDA_CHECK_E2E       end-to-end benches (default 1; 0 skips them): random-weight E2B and E4B
+#                        at Q4_K_M and Q8_0 are synthesized in the background while the tests run
+#                        (LOG_DIR/models, about 22 GB), then `headroom bench` pp512/tg128 at depth
+#                        0 and 4096 on each, with and without recorded passes (CUDA graphs); then
+#                        the first model with 1, 2, 4 and 8 layers on the CPU (--cpu-layers).
+#   CUDA_CHECK_E2E_MODELS  the models, as SHAPE:TYPE of `headroom synth` (default
+#                        "e2b:q4_k_m e2b:q8_0 e4b:q4_k_m e4b:q8_0")
 #
 # Ends with a table of every step (ok; skips: gtest skipped some; FAIL; TIMEOUT: over the step's own
 # limit; cut: stopped by the budget; not run, and why), with gtest's counts and the seconds each
@@ -21,16 +31,23 @@
 # when a step was cut or not run or tests were skipped (no GPU, a missing binary or tool), else 0.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
+list_binaries=0
+[[ ${1:-} == --binaries ]] && list_binaries=1 && shift
 build=${1:-build}
 logs=${2:-$build/cuda-check}
 budget=${CUDA_CHECK_BUDGET_S:-570}
-mkdir -p "$logs"
 kernel_tests=$build/tests/kernels/cuda_backend_tests
 cases_tests=$build/tests/kernels/backend_cases_tests
 lane_tests=(cuda_lanes_tests cuda_attention_lanes_tests cuda_fused_lanes_tests)
 model_tests=$build/tests/model/cuda_model_tests
 bench=$build/bench/kernels/cuda_matvec_bench
 headroom=$build/apps/headroom/headroom
+if ((list_binaries)); then  # what scripts/gpu-pack.sh carries to a GPU machine
+  printf '%s\n' "$headroom" "$bench" "$kernel_tests" "$cases_tests" \
+    "${lane_tests[@]/#/$build/tests/kernels/}" "$model_tests"
+  exit 0
+fi
+mkdir -p "$logs"
 deadline=$((SECONDS + budget))
 failed=0
 incomplete=0
@@ -66,7 +83,7 @@ step() {
   shift 2
   local arg
   for arg in "$@"; do  # the command, or the binary a tool (compute-sanitizer) runs
-    if [[ $arg == "$build"/* && ! -x $arg ]]; then
+    if [[ $arg == "$build"/* && ! -e $arg ]]; then
       not_run "$name" "missing $arg (not built in BUILD_DIR)"
       return
     fi
@@ -103,6 +120,33 @@ step() {
   fi
 }
 
+# Random weights, not --no-weights zeros: zeros can take a kernel's shortest path and time faster
+# than real data. Synthesized at low priority while the tests run; each bench waits for its file.
+read -ra e2e_models <<<"${CUDA_CHECK_E2E_MODELS:-e2b:q4_k_m e2b:q8_0 e4b:q4_k_m e4b:q8_0}"
+
+models_dir=$logs/models
+synth_pid=
+if [[ ${CUDA_CHECK_E2E:-1} != 0 && -x $headroom ]]; then
+  mkdir -p "$models_dir"
+  (
+    for m in "${e2e_models[@]}"; do
+      file=$models_dir/${m/:/-}
+      [[ -f $file.gguf ]] && continue
+      nice -n 19 "$headroom" synth --shape "${m%%:*}" --type "${m#*:}" -o "$file.part" &&
+        mv "$file.part" "$file.gguf"
+    done
+  ) >"$logs/synth.log" 2>&1 &
+  synth_pid=$!
+fi
+
+# wait_for_model NAME: until the background synth wrote it, gave up, or the budget is nearly spent.
+wait_for_model() {
+  while [[ ! -f $models_dir/$1.gguf ]] && kill -0 "$synth_pid" 2>/dev/null &&
+    ((deadline - SECONDS > 10)); do
+    sleep 1
+  done
+}
+
 echo "cuda-check: $(git rev-parse --short HEAD 2>/dev/null || echo 'no git') $(git status --porcelain 2>/dev/null | grep -q . && echo '(uncommitted changes)'), build $build, budget ${budget}s"
 if command -v nvidia-smi >/dev/null; then
   step gpu 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.limit,pcie.link.gen.current,pcie.link.width.current --format=csv
@@ -115,14 +159,36 @@ done
 step tests 180 "$kernel_tests" --gtest_color=no
 step cases 180 "$cases_tests" --gtest_color=no --gtest_filter='*CudaTable*'
 step model_tests 180 "$model_tests" --gtest_color=no
-# The same passes recorded as CUDA graphs and replayed: the graphs' kernel and copy counts
-# (CudaDecodeBudget) and the results of replayed steps.
-step model_tests_recorded 180 env HEADROOM_RECORD_PASSES=1 "$model_tests" --gtest_color=no
+# The same passes op by op (recorded steps, the default, off), but for the tests that record.
+step model_tests_unrecorded 180 env HEADROOM_RECORD_PASSES=0 "$model_tests" --gtest_color=no
 step bench 120 "$bench"
 step plan 30 "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192
 step plan_json 30 "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192 --json
 # The doctor reads the GPU's clocks, power and throttle reasons through NVML while it measures.
 step doctor 60 "$headroom" doctor -m models/stories260K.gguf --json
+if [[ -n $synth_pid ]]; then
+  # Depth 4096 with a 512-token prompt on top needs a context of at least 4608.
+  for m in "${e2e_models[@]}"; do
+    m=${m/:/-}
+    wait_for_model "$m"
+    for graphs in 0 1; do
+      name=e2e_$m
+      ((graphs)) && name+=_graphs
+      step "$name" 150 env HEADROOM_RECORD_PASSES=$graphs "$headroom" bench -m "$models_dir/$m.gguf" \
+        -c 8192 -p 512 -n 128 -r 3 --ctx-depth 0,4096
+    done
+  done
+  # Split runs: the first N layers on the CPU, the rest on the GPU, against the plan's prediction
+  # (its "predicted decode" line).
+  first=${e2e_models[0]/:/-}
+  for n in 1 2 4 8; do
+    step "split_${first}_cpu_layers_$n" 90 "$headroom" bench -m "$models_dir/$first.gguf" -c 4096 \
+      -p 0 -n 64 -r 2 --cpu-layers "$n"
+  done
+  kill "$synth_pid" 2>/dev/null
+else
+  not_run e2e "CUDA_CHECK_E2E=0 or no headroom binary"
+fi
 # The toolkit's bin directory is often not on PATH on a GPU machine.
 cuda_home=${CUDA_HOME:-/usr/local/cuda}
 sanitizer=$(command -v compute-sanitizer)

@@ -154,7 +154,14 @@ class Lanes {
     const int T = batch.size();
     int32_t* rows = m.stage.host_rows(m.s.out_rows);
     const int n_out = gather_output_rows(batch, rows);
-    if (n_out == T) {
+    // A decoding device's final norm also writes the 8-bit form, as each layer's input norm does,
+    // so the head (a vocabulary of rows) runs on the 8-bit products.
+    void* xb_q8 = n_out == T ? q8(m, m.s.xb_q8, n_out, n_embd) : nullptr;
+    if (xb_q8 != nullptr) {
+      kernels::ResidualNorm r{.n = n_embd, .n_rows = n_out, .eps = eps, .x = m.s.x};
+      r.out[r.n_out++] = {.normalize = true, .w = norm, .y = m.s.xb, .y_q8 = xb_q8};
+      m.ops->residual_norm(r);
+    } else if (n_out == T) {
       m.ops->rmsnorm(m.s.x, norm, m.s.xb, n_embd, n_out, eps);
     } else {
       for (int i = 0; i < n_out; ++i)
@@ -162,7 +169,7 @@ class Lanes {
       m.ops->rmsnorm(m.s.xb, norm, m.s.xb, n_embd, n_out, eps);
     }
     trace(m, m.s.xb, n_out, n_embd, "result_norm");
-    m.stage.outputs(output, m.s.xb, n_out, softcap, out);
+    m.stage.outputs(output, {m.s.xb, xb_q8}, n_out, softcap, out);
   }
   // The first failure since the last call — a crossing's copy, then each lane's — after waiting
   // for each lane's queued ops.

@@ -61,11 +61,10 @@ util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch,
   n_embd_ = spec.n_embd;
   n_vocab_ = spec.n_vocab;
   may_record_ = may_record;
-  // Recorded passes are off unless HEADROOM_RECORD_PASSES=1: written, and checked on the emulated
-  // GPU, but not yet run on a GPU (docs/cuda.md) — the next GPU session turns them on, runs
-  // cuda_model_tests and the benchmarks with and without, and makes them the default if they pass.
+  // Recorded passes are on unless HEADROOM_RECORD_PASSES=0 (they passed the model tests on an H200
+  // and decode 7–10 % faster there: docs/cuda.md); the switch compares the two.
   const char* env = std::getenv("HEADROOM_RECORD_PASSES");
-  record_ = may_record && ops.can_record() && env != nullptr && std::string_view(env) == "1";
+  record_ = may_record && ops.can_record() && !(env != nullptr && std::string_view(env) == "0");
   inv_freq_.resize(spec.layers.size());
   for (const auto& l : spec.layers) {
     HR_TRY(inv_freq_[l.il].init(ops, l.rope.inv_freq.size()));
@@ -185,17 +184,31 @@ const float* Stage::read(const float* ops_array, int n) {
   return read_floats_.data();
 }
 
-void Stage::outputs(const kernels::Matrix& output, const float* x, int n_out, float cap,
+// Rows [first, first + n) of x, with their 8-bit form when it has one.
+kernels::Activations Stage::rows_of(kernels::Activations x, int first) const {
+  const auto* q8 = static_cast<const uint8_t*>(x.q8);
+  return {x.f32 + static_cast<int64_t>(first) * n_embd_,
+          q8 != nullptr ? q8 + first * kernels::act_q8_row_bytes(n_embd_) : nullptr};
+}
+
+// The logits of n rows of x into y: one product, on x's 8-bit form when it has one.
+void Stage::logits(const kernels::Matrix& output, kernels::Activations x, float* y, int n) {
+  if (x.q8 == nullptr) return ops_->matmul(output, x.f32, y, n);
+  const kernels::MatmulOut product{output, y};
+  ops_->matmuls(&product, 1, x, n);
+}
+
+void Stage::outputs(const kernels::Matrix& output, kernels::Activations x, int n_out, float cap,
                     const Outputs& out) {
   if (out.top_k > 0) {
     top_k_outputs(output, x, n_out, cap, out);
   } else if (!device_) {
-    ops_->matmul(output, x, out.logits, n_out);
+    logits(output, x, out.logits, n_out);
     if (cap > 0) ops_->softcap(out.logits, cap, static_cast<int64_t>(n_out) * n_vocab_);
   } else {
     for (int first = 0; first < n_out; first += kLogitRows) {
       const int n = std::min(kLogitRows, n_out - first);
-      ops_->matmul(output, x + first * n_embd_, regions_.logits_chunk, n);
+      logits(output, rows_of(x, first), regions_.logits_chunk, n);
       if (cap > 0) ops_->softcap(regions_.logits_chunk, cap, static_cast<int64_t>(n) * n_vocab_);
       record(ops_->download(out.logits + static_cast<int64_t>(first) * n_vocab_,
                             regions_.logits_chunk,
@@ -218,18 +231,18 @@ void Stage::outputs(const kernels::Matrix& output, const float* x, int n_out, fl
 
 // Only each row's k best logits leave a device: the logits are computed a chunk of rows at a time,
 // selected there, and each chunk's selections queued for the host in one copy.
-void Stage::top_k_outputs(const kernels::Matrix& output, const float* x, int n_out, float cap,
-                          const Outputs& out) {
+void Stage::top_k_outputs(const kernels::Matrix& output, kernels::Activations x, int n_out,
+                          float cap, const Outputs& out) {
   const int k = out.top_k;
   if (!device_) {
-    ops_->matmul(output, x, out.logits, n_out);
+    logits(output, x, out.logits, n_out);
     if (cap > 0) ops_->softcap(out.logits, cap, static_cast<int64_t>(n_out) * n_vocab_);
     ops_->top_k(out.logits, n_vocab_, n_out, k, out.top_ids, out.top_logits);
     return;
   }
   for (int first = 0; first < n_out; first += kLogitRows) {
     const int n = std::min(kLogitRows, n_out - first);
-    ops_->matmul(output, x + first * n_embd_, regions_.logits_chunk, n);
+    logits(output, rows_of(x, first), regions_.logits_chunk, n);
     if (cap > 0) ops_->softcap(regions_.logits_chunk, cap, static_cast<int64_t>(n) * n_vocab_);
     uint8_t* chunk = regions_.selections + chunk_offset(first, k);
     auto* ids = reinterpret_cast<int32_t*>(chunk);

@@ -7,11 +7,10 @@
 // sampling needs them.
 // On a host backend the step block is plain memory the ops read in place, and nothing is copied.
 //
-// With HEADROOM_RECORD_PASSES=1 (not yet run on a GPU, so off by default; docs/cuda.md) a decode
-// pass — at most kActQ8MaxTokens tokens, every one wanting top-k output, none under a LoRA
-// adapter — is recorded the first
-// time for its (tokens, k) and replayed after that, upload and outputs included: one graph launch
-// per token. Everything a step changes lives in the step block's contents, never in the ops'
+// Unless HEADROOM_RECORD_PASSES=0 (docs/cuda.md), a decode pass — at most kActQ8MaxTokens
+// tokens, every one wanting top-k output, none under a LoRA adapter — is recorded the first time
+// for its (tokens, k) and replayed after that, upload and outputs included: one graph launch per
+// token. Everything a step changes lives in the step block's contents, never in the ops'
 // arguments, so a replay needs no update.
 #pragma once
 
@@ -119,7 +118,7 @@ class Stage {
 
   // The outputs of the n_out rows of x (already normed): output · x, softcapped when cap > 0,
   // handed back as `out` asks; then the recorded span, if any, ends.
-  void outputs(const kernels::Matrix& output, const float* x, int n_out, float cap,
+  void outputs(const kernels::Matrix& output, kernels::Activations x, int n_out, float cap,
                const Outputs& out);
 
   // The first failed copy since the last call, then clears it; also the backend's own errors,
@@ -138,8 +137,10 @@ class Stage {
   // Fills the step block's host side; returns the bytes the ops must see.
   size_t fill(const Batch& batch, kv::Cache& cache);
   void fill_cache_changes(kv::Cache& cache);
-  void top_k_outputs(const kernels::Matrix& output, const float* x, int n_out, float cap,
+  void top_k_outputs(const kernels::Matrix& output, kernels::Activations x, int n_out, float cap,
                      const Outputs& out);
+  kernels::Activations rows_of(kernels::Activations x, int first) const;
+  void logits(const kernels::Matrix& output, kernels::Activations x, float* y, int n);
   void record(util::Status s) {
     if (!s && error_.ok()) error_ = std::move(s);
   }

@@ -42,8 +42,10 @@ uint64_t meminfo_kib(const std::string& key) {
 }
 
 std::filesystem::path cache_dir() {
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return std::filesystem::path(xdg) / "headroom";
-  if (const char* home = std::getenv("HOME"); home && *home) return std::filesystem::path(home) / ".cache" / "headroom";
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::filesystem::path(xdg) / "headroom";
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return std::filesystem::path(home) / ".cache" / "headroom";
   return std::filesystem::temp_directory_path() / "headroom";
 }
 
@@ -99,10 +101,16 @@ Device gpu_device(const telemetry::GpuReading& g, const DeviceOptions& options) 
 
 }  // namespace
 
-uint64_t available_ram() { return meminfo_kib("MemAvailable") * 1024; }
-uint64_t total_ram() { return meminfo_kib("MemTotal") * 1024; }
+uint64_t available_ram() {
+  return meminfo_kib("MemAvailable") * 1024;
+}
+uint64_t total_ram() {
+  return meminfo_kib("MemTotal") * 1024;
+}
 
-uint64_t cpu_margin_bytes(uint64_t total) { return std::max<uint64_t>(1ull << 30, total / 20); }
+uint64_t cpu_margin_bytes(uint64_t total) {
+  return std::max<uint64_t>(1ull << 30, total / 20);
+}
 
 uint64_t gpu_margin_bytes(uint64_t total) {
   // A CUDA context takes a few hundred MiB before the first allocation; the allocator rounds up.
@@ -144,8 +152,10 @@ int physical_cores() {
   std::set<std::pair<int, int>> cores;
   int physical = 0;
   while (std::getline(in, line)) {
-    if (line.rfind("physical id", 0) == 0) physical = std::atoi(line.substr(line.find(':') + 1).c_str());
-    if (line.rfind("core id", 0) == 0) cores.insert({physical, std::atoi(line.substr(line.find(':') + 1).c_str())});
+    if (line.rfind("physical id", 0) == 0)
+      physical = std::atoi(line.substr(line.find(':') + 1).c_str());
+    if (line.rfind("core id", 0) == 0)
+      cores.insert({physical, std::atoi(line.substr(line.find(':') + 1).c_str())});
   }
   const int logical = static_cast<int>(std::thread::hardware_concurrency());
   if (cores.empty()) return std::max(1, logical);
@@ -301,7 +311,8 @@ double measure_cpu_bandwidth(int threads, size_t bytes) {
       });
     }
     for (auto& th : pool) th.join();
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     volatile uint64_t sink = 0;
     for (uint64_t v : sums) sink = sink + v;
     best = std::max(best, static_cast<double>(bytes) / s);
@@ -466,8 +477,9 @@ util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options) {
     const uint64_t avail = available_ram(), margin = cpu_margin_bytes(cpu.total_bytes);
     cpu.budget_bytes = avail > margin ? avail - margin : 0;
     cpu.budget_is_available_ram = true;
-    cpu.budget_source = fmt::format("available RAM {} minus a {} margin (1 GiB or 5% of RAM, the larger)",
-                                    util::format_bytes(avail), util::format_bytes(margin));
+    cpu.budget_source =
+        fmt::format("available RAM {} minus a {} margin (1 GiB or 5% of RAM, the larger)",
+                    util::format_bytes(avail), util::format_bytes(margin));
   }
   if (options.probe) {
     cpu.bandwidth = cpu_bandwidth(threads, &cpu.bandwidth_source);
@@ -496,12 +508,15 @@ util::Result<std::vector<Device>> detect_devices(const DeviceOptions& options) {
       char* end = nullptr;
       gbps = std::strtod(options.assume_gpu.c_str() + at + 1, &end);
       if (gbps <= 0 || (end && *end && std::string(end) != "GB/s")) {
-        return util::errorf("--assume-gpu '{}': bandwidth must be a positive number of GB/s, e.g. 8G@300",
-                            options.assume_gpu);
+        return util::errorf(
+            "--assume-gpu '{}': bandwidth must be a positive number of GB/s, e.g. 8G@300",
+            options.assume_gpu);
       }
     }
-    gpu.name = fmt::format("assumed GPU ({}, {:.0f} GB/s)", util::format_bytes(gpu.total_bytes), gbps);
-    gpu.budget_bytes = options.gpu_mem ? std::min(*options.gpu_mem, gpu.total_bytes) : gpu.total_bytes;
+    gpu.name =
+        fmt::format("assumed GPU ({}, {:.0f} GB/s)", util::format_bytes(gpu.total_bytes), gbps);
+    gpu.budget_bytes =
+        options.gpu_mem ? std::min(*options.gpu_mem, gpu.total_bytes) : gpu.total_bytes;
     gpu.budget_source = options.gpu_mem ? "--gpu-mem" : "--assume-gpu";
     gpu.bandwidth = gbps * 1e9;
     gpu.bandwidth_source = "--assume-gpu";

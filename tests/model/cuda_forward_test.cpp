@@ -2,16 +2,20 @@
 // against independent truth: stories260K's golden logits and greedy ids (an f64 reference,
 // shared/models), and the CPU path's logits on the tiny Gemma 4 synth shapes (sliding and shared
 // KV layers, per-layer embeddings, MoE). Skipped, with the reason, on a machine without a GPU.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <functional>
 #include <memory>
 #include <optional>
 
 #include "kernels/cpu/backend.h"
 #include "kernels/cuda/backend.h"
+#include "kernels/ref/ref.h"
 #include "model/model.h"
 #include "model/synth.h"
 #include "testing/model_passes.h"
@@ -40,35 +44,13 @@ std::unique_ptr<kernels::cuda::CudaBackend> gpu_or_skip_reason(std::string& reas
 // A model and its cache on one backend (the cache in the backend's memory when it has its own).
 using Loaded = testing_util::LoadedModel;
 
-Loaded load(const gguf::File& file, const model::Spec& spec, kernels::Backend& ops, int n_ctx,
-            int ubatch, DType kv_type) {
-  Loaded r;
-  auto m = model::load_model(file, spec, ops, {.max_batch = ubatch});
-  EXPECT_TRUE(m.ok()) << m.error().message();
-  if (!m.ok()) return r;
-  r.model = std::move(*m);
-  auto cache = kv::Cache::create(
-      model::kv_layers(spec),
-      {.n_ctx = n_ctx, .n_ubatch = ubatch, .n_slots = 1, .k_type = kv_type, .v_type = kv_type},
-      ops.host_memory() ? nullptr : &ops);
-  EXPECT_TRUE(cache.ok()) << cache.error().message();
-  if (cache.ok()) r.cache.emplace(std::move(*cache));
-  return r;
-}
+using testing_util::errors_by_position;
+using testing_util::load_with_cache;
+using testing_util::relative_error;
 
 // Logits of every position of `ids`, prefilled in micro-batches of `ubatch`.
 std::vector<float> all_logits(Loaded& r, const std::vector<int32_t>& ids, int ubatch, int n_vocab) {
   return testing_util::logits_of_passes(r, ids, static_cast<int>(ids.size()), ubatch, n_vocab);
-}
-
-// max |a − b| over max |b|.
-float relative_error(const std::vector<float>& a, const std::vector<float>& b) {
-  float max_abs = 0, max_diff = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    max_abs = std::max(max_abs, std::fabs(b[i]));
-    max_diff = std::max(max_diff, std::fabs(a[i] - b[i]));
-  }
-  return std::isnan(max_diff) ? INFINITY : max_diff / max_abs;
 }
 
 int argmax(const float* v, int n) {
@@ -92,7 +74,7 @@ TEST(CudaForward, Stories260KMatchesTheGoldenReference) {
       SCOPED_TRACE(c["prompt"].get<std::string>() + " kv " +
                    std::string(gguf::tensor_type_name(kv)));
       const int n_positions = c["n_positions"];
-      Loaded r = load(*file, *spec, *gpu, n_positions, 64, kv);
+      Loaded r = load_with_cache(*file, *spec, *gpu, n_positions, 64, kv);
       ASSERT_TRUE(r.model && r.cache);
       auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
       const auto logits = all_logits(r, ids, 64, V);
@@ -144,12 +126,12 @@ TEST_P(CudaForwardGemma4, LogitsMatchTheCpuPath) {
   util::ThreadPool pool(2);
   for (DType kv : {DType::kF32, DType::kQ8_0}) {
     kernels::cpu::CpuBackend cpu(pool, 64, model::max_matmul_cols(*spec));
-    Loaded on_cpu = load(*file, *spec, cpu, 64, 64, kv);
+    Loaded on_cpu = load_with_cache(*file, *spec, cpu, 64, 64, kv);
     const auto expected = all_logits(on_cpu, ids, 64, spec->n_vocab);
     for (int ubatch : {64, 5, 1}) {
       SCOPED_TRACE("kv " + std::string(gguf::tensor_type_name(kv)) + " micro-batch " +
                    std::to_string(ubatch));
-      Loaded on_gpu = load(*file, *spec, *gpu, 64, ubatch, kv);
+      Loaded on_gpu = load_with_cache(*file, *spec, *gpu, 64, ubatch, kv);
       const auto got = all_logits(on_gpu, ids, ubatch, spec->n_vocab);
       EXPECT_LE(relative_error(got, expected), kv == DType::kF32 ? 1e-4f : 3e-2f);
     }
@@ -167,7 +149,7 @@ TEST(CudaForward, WeightsAndCacheLiveInGpuMemory) {
   ASSERT_TRUE(file.ok());
   auto spec = model::spec_from_gguf(*file);
   ASSERT_TRUE(spec.ok());
-  Loaded r = load(*file, *spec, *gpu, 64, 16, DType::kF16);
+  Loaded r = load_with_cache(*file, *spec, *gpu, 64, 16, DType::kF16);
   ASSERT_TRUE(r.model && r.cache);
   size_t tensor_bytes = 0;
   for (const auto& t : file->tensors()) tensor_bytes += t.data.size();
@@ -181,48 +163,132 @@ TEST(CudaForward, WeightsAndCacheLiveInGpuMemory) {
 // A recorded decode step of E2B's, E4B's and 26B-A4B's layer structure (q8_0 weights, so the
 // 8-bit matvecs run) on the GPU: the graph CUDA captured holds at most 12 kernel launches per layer
 // plus the step's own and at most one copy each way — the budget the emulated GPU counts in CI
-// (decode_budget_test.cpp), here counted by CUDA itself — and each step's top candidates carry the
-// CPU path's logits. Tolerance, of the largest logit: 3e-2, the q8_0 KV bound above; the 8-bit
-// activations add at most 1/254 of a block's largest value per value (act_q8.h). Not yet run on a
-// GPU: the bound is to be confirmed there.
+// (decode_budget_test.cpp), here counted by CUDA itself. Its values: CudaDecodePaths below.
 class CudaDecodeBudget : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(CudaDecodeBudget, ARecordedStepHoldsTheBudgetAndTheCpuPathsCandidates) {
+TEST_P(CudaDecodeBudget, ARecordedStepHoldsTheBudget) {
   SKIP_WITHOUT_GPU(gpu);
   testing_util::ScopedEnv record("HEADROOM_RECORD_PASSES", "1");
   testing_util::OpenedModel m = testing_util::open_structure_model(GetParam());
   ASSERT_TRUE(m.spec);
   const model::Spec& spec = *m.spec;
+  Loaded on_gpu = load_with_cache(*m.file, spec, *gpu, 64, 8, DType::kQ8_0);
   const auto ids = testing_util::spread_token_ids(24);
-  util::ThreadPool pool(2);
-  kernels::cpu::CpuBackend cpu(pool, 8, model::max_matmul_cols(spec));
-  Loaded on_cpu = load(*m.file, spec, cpu, 64, 8, DType::kQ8_0);
-  const auto expected = testing_util::logits_of_passes(on_cpu, ids, 8, 8, spec.n_vocab);
-  Loaded on_gpu = load(*m.file, spec, *gpu, 64, 8, DType::kQ8_0);
-  const int k = 8;
-  const auto got = testing_util::selections_of_passes(on_gpu, ids, 8, 8, spec.n_vocab, k);
+  testing_util::selections_of_passes(on_gpu, ids, 8, 8, spec.n_vocab, 8);
   const auto counts = gpu->recording_counts(0);
+  EXPECT_GT(counts.kernels, spec.n_layer) << "a step was recorded";
   EXPECT_LE(counts.kernels, 12 * spec.n_layer + 14);
   EXPECT_LE(counts.copies, 2);
   EXPECT_EQ(counts.other, 0);
-  for (size_t p = 8; p < ids.size(); ++p) {
-    const float* row = expected.data() + p * spec.n_vocab;
-    float max_abs = 0, best = -INFINITY;
-    for (int i = 0; i < spec.n_vocab; ++i) {
-      max_abs = std::max(max_abs, std::fabs(row[i]));
-      best = std::max(best, row[i]);
-    }
-    for (int j = 0; j < k; ++j) {
-      const int32_t id = got.ids[p * k + j];
-      ASSERT_GE(id, 0);
-      ASSERT_LT(id, spec.n_vocab);
-      EXPECT_LE(std::fabs(got.logits[p * k + j] - row[id]), 3e-2f * max_abs) << "position " << p;
-    }
-    EXPECT_GE(row[got.ids[p * k]], best - 6e-2f * max_abs) << "position " << p;
-  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecodeBudget, ::testing::Values("e2b", "e4b", "26b-a4b"),
+                         [](const auto& p) { return testing_util::test_name(p.param); });
+
+// f32-activation paths against the reference: every position within 1e-3 of the largest logit.
+// MoE: one position may miss by up to 0.1, where the router's top experts nearly tie and an f32
+// sum that differs from the reference's double in its last bit picks another (seen on an H200:
+// 26B-A4B's position 4 at 4.6e-2, every other within 3e-5; the reference itself moves by 0.3–0.7
+// at every position of that structure when only its KV cache is rounded to f16).
+void expect_f32_close(const std::vector<float>& e, bool moe, const std::string& line) {
+  const auto misses = std::count_if(e.begin(), e.end(), [](float x) { return !(x <= 1e-3f); });
+  EXPECT_LE(misses, moe ? 1 : 0) << line;
+  EXPECT_LE(*std::max_element(e.begin(), e.end()), moe ? 0.1f : 1e-3f) << line;
+}
+
+float mean(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += x;
+  return static_cast<float>(s / v.size());
+}
+
+// Whether each position's selection is the top k of that position's whole logits (the same
+// passes' values, to rounding: ties may order either way) with their values.
+void expect_top_of(const testing_util::Selections& sel, const std::vector<float>& logits,
+                   int n_vocab, int k, const std::string& what) {
+  for (size_t p = 0; p < logits.size() / n_vocab; ++p) {
+    std::vector<float> row(logits.begin() + p * n_vocab, logits.begin() + (p + 1) * n_vocab);
+    float max_abs = 0;
+    for (float x : row) max_abs = std::max(max_abs, std::fabs(x));
+    std::vector<float> sorted = row;
+    std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<>());
+    const float kth = sorted[k - 1], tolerance = 1e-5f * max_abs;
+    for (int j = 0; j < k; ++j) {
+      const int32_t id = sel.ids[p * k + j];
+      ASSERT_TRUE(id >= 0 && id < n_vocab) << what << ", position " << p;
+      EXPECT_GE(row[id], kth - tolerance) << what << ", position " << p << ", rank " << j;
+      EXPECT_NEAR(sel.logits[p * k + j], row[id], tolerance) << what << ", position " << p;
+    }
+  }
+}
+
+// The same structures' logits on the GPU against the scalar reference backend's (f32 KV), path by
+// path: prefill of all 24 positions in one micro-batch (f32 activations), then 8 prefilled and 16
+// decoded one at a time with whole logits (8-bit activations where the weights are quantized),
+// with the device's top-k selection, and with the steps recorded as CUDA graphs; each path's
+// per-position errors printed. Weights spread 0.005: at 0.05 the random network is chaotic (the
+// CPU backend's 8-bit activations alone move its logits as much as the logits themselves). f32
+// weights: every path within 1e-3 of the largest logit (expect_f32_close; the CPU backend's own
+// distance, f32 sums in another order: up to 2e-5). q8_0 weights: prefill the same (f32
+// activations, as the reference); the 8-bit decode is held to the CPU backend's own 8-bit
+// activations, whose mean error it may not exceed threefold (the CPU's: 1.4e-2 for E2B, 3.1e-2 for
+// E4B; 0.9 for 26B-A4B, whose router picks other experts from 8-bit inputs, so there the bound only
+// catches garbage).
+class CudaDecodePaths : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaDecodePaths, EachPathMatchesTheReference) {
+  SKIP_WITHOUT_GPU(gpu);
+  const int k = 8;
+  const auto ids = testing_util::spread_token_ids(24);
+  util::ThreadPool pool(2);
+  for (const std::string type : {"f32", "q8_0"}) {
+    testing_util::OpenedModel m = testing_util::open_structure_model(GetParam(), type, 0.005f);
+    ASSERT_TRUE(m.spec);
+    const model::Spec& spec = *m.spec;
+    const int V = spec.n_vocab;
+    const auto report = [&](const std::string& path, const std::vector<float>& e) {
+      std::string line = fmt::format("{} {} {:<22} mean {:.1e}:", GetParam(), type, path, mean(e));
+      for (float x : e) line += fmt::format(" {:.1e}", x);
+      std::printf("%s\n", line.c_str());
+      return line;
+    };
+    kernels::ref::RefBackend ref;
+    Loaded on_ref = load_with_cache(*m.file, spec, ref, 64, 24, DType::kF32);
+    const auto truth = all_logits(on_ref, ids, 24, V);
+    kernels::cpu::CpuBackend cpu(pool, 8, model::max_matmul_cols(spec));
+    Loaded on_cpu = load_with_cache(*m.file, spec, cpu, 64, 8, DType::kF32);
+    const auto cpu_errors =
+        errors_by_position(testing_util::logits_of_passes(on_cpu, ids, 8, 8, V), truth, V);
+    report("cpu decode", cpu_errors);
+
+    testing_util::ScopedEnv off("HEADROOM_RECORD_PASSES", "0");
+    Loaded g = load_with_cache(*m.file, spec, *gpu, 64, 24, DType::kF32);
+    const auto prefill = errors_by_position(all_logits(g, ids, 24, V), truth, V);
+    const bool moe = std::any_of(spec.layers.begin(), spec.layers.end(),
+                                 [](const auto& l) { return l.is_moe(); });
+    expect_f32_close(prefill, moe, report("gpu prefill", prefill));
+
+    Loaded d = load_with_cache(*m.file, spec, *gpu, 64, 8, DType::kF32);
+    const auto decoded = testing_util::logits_of_passes(d, ids, 8, 8, V);
+    const auto decode = errors_by_position(decoded, truth, V);
+    const std::string decode_line = report("gpu decode", decode);
+    if (type == "f32") {
+      expect_f32_close(decode, moe, decode_line);
+    } else {
+      EXPECT_LE(mean(decode), 3 * mean(cpu_errors)) << decode_line;
+    }
+
+    Loaded t = load_with_cache(*m.file, spec, *gpu, 64, 8, DType::kF32);
+    const auto selected = testing_util::selections_of_passes(t, ids, 8, 8, V, k);
+    expect_top_of(selected, decoded, V, k, "top-k");
+    testing_util::ScopedEnv on("HEADROOM_RECORD_PASSES", "1");
+    Loaded r = load_with_cache(*m.file, spec, *gpu, 64, 8, DType::kF32);
+    const auto recorded = testing_util::selections_of_passes(r, ids, 8, 8, V, k);
+    expect_top_of(recorded, decoded, V, k, "recorded top-k");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecodePaths, ::testing::Values("e2b", "e4b", "26b-a4b"),
                          [](const auto& p) { return testing_util::test_name(p.param); });
 
 }  // namespace

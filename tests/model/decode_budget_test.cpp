@@ -47,9 +47,12 @@ StepLaunches split_by_layer(const std::vector<std::string>& launches, int n_laye
   EXPECT_EQ(static_cast<int>(starts.size()), n_layer) << "one attn_prep per layer";
   StepLaunches out;
   if (starts.empty()) return out;
-  // The head begins at the final norm: the first rmsnorm after the last layer's attention.
-  size_t head = starts.back();
-  while (head < launches.size() && launches[head] != "rmsnorm") ++head;
+  // The head begins at the final norm: the step's last norm (layers end in theirs before it).
+  size_t head = launches.size();
+  while (head > starts.back() && launches[head - 1] != "rmsnorm" &&
+         launches[head - 1] != "residual_norm")
+    --head;
+  if (head > starts.back()) --head;
   out.outside.assign(launches.begin(), launches.begin() + starts.front());
   for (size_t l = 0; l < starts.size(); ++l) {
     const size_t end = l + 1 < starts.size() ? starts[l + 1] : head;
@@ -70,7 +73,7 @@ class DecodeBudget : public ::testing::TestWithParam<std::tuple<std::string, boo
 TEST_P(DecodeBudget, AStepStaysWithinItsLaunchesAndCopies) {
   const auto& [name, recorded] = GetParam();
   std::optional<testing_util::ScopedEnv> record;
-  if (recorded) record.emplace("HEADROOM_RECORD_PASSES", "1");
+  if (!recorded) record.emplace("HEADROOM_RECORD_PASSES", "0");
   testing_util::OpenedModel m = testing_util::open_structure_model(name);
   ASSERT_TRUE(m.spec);
   const model::Spec& spec = *m.spec;

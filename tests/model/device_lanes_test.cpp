@@ -142,9 +142,9 @@ TEST_P(DeviceLanes, WholeAndSplitPassesGiveTheCpuLogits) {
   }
 }
 
-// Decode passes recorded once and replayed (HEADROOM_RECORD_PASSES=1) — upload, layers, logits
-// and their top-k selection in one recording — select what passes run op by op select; the
-// emulator checks that every replay drops exactly the recorded calls.
+// Decode passes recorded once and replayed (the default; HEADROOM_RECORD_PASSES=0 turns it off) —
+// upload, layers, logits and their top-k selection in one recording — select what passes run op by
+// op select; the emulator checks that every replay drops exactly the recorded calls.
 TEST_P(DeviceLanes, RecordedPassesReplayTheSameCalls) {
   const std::string shape = GetParam();
   Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
@@ -155,12 +155,15 @@ TEST_P(DeviceLanes, RecordedPassesReplayTheSameCalls) {
   const int64_t cols = model::max_matmul_cols(spec);
   for (int k : {1, 40}) {
     SCOPED_TRACE("top " + std::to_string(k));
-    testing_util::EmulatedGpu plain_gpu(pool, 8, cols);
-    Loaded plain = load(*m.file, spec, plain_gpu, 8, DType::kF16);
-    const auto expected = testing_util::selections_of_passes(plain, ids, 6, 6, spec.n_vocab, k);
-    EXPECT_EQ(plain_gpu.replays(), 0);
-
-    testing_util::ScopedEnv record("HEADROOM_RECORD_PASSES", "1");
+    testing_util::Selections expected;
+    {
+      testing_util::ScopedEnv op_by_op("HEADROOM_RECORD_PASSES", "0");
+      testing_util::EmulatedGpu plain_gpu(pool, 8, cols);
+      Loaded plain = load(*m.file, spec, plain_gpu, 8, DType::kF16);
+      expected = testing_util::selections_of_passes(plain, ids, 6, 6, spec.n_vocab, k);
+      EXPECT_EQ(plain_gpu.replays(), 0);
+    }
+    testing_util::ScopedEnv record("HEADROOM_RECORD_PASSES", std::nullopt);  // the default
     testing_util::EmulatedGpu gpu(pool, 8, cols);
     Loaded recorded = load(*m.file, spec, gpu, 8, DType::kF16);
     const auto got = testing_util::selections_of_passes(recorded, ids, 6, 6, spec.n_vocab, k);

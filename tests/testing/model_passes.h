@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,6 +21,25 @@ struct LoadedModel {
   std::unique_ptr<model::Model> model;
   std::optional<kv::Cache> cache;
 };
+
+// The model on `ops` with a one-slot cache of n_ctx cells (in the backend's memory when it has its
+// own). Empty parts, with the failure reported, if loading failed.
+inline LoadedModel load_with_cache(const gguf::File& file, const model::Spec& spec,
+                                   kernels::Backend& ops, int n_ctx, int ubatch,
+                                   tensor::DType kv_type) {
+  LoadedModel r;
+  auto m = model::load_model(file, spec, ops, {.max_batch = ubatch});
+  EXPECT_TRUE(m.ok()) << m.error().message();
+  if (!m.ok()) return r;
+  r.model = std::move(*m);
+  auto cache = kv::Cache::create(
+      model::kv_layers(spec),
+      {.n_ctx = n_ctx, .n_ubatch = ubatch, .n_slots = 1, .k_type = kv_type, .v_type = kv_type},
+      ops.host_memory() ? nullptr : &ops);
+  EXPECT_TRUE(cache.ok()) << cache.error().message();
+  if (cache.ok()) r.cache.emplace(std::move(*cache));
+  return r;
+}
 
 // Every position's logits in slot 0: the first `prefill` tokens in micro-batches of `ubatch`,
 // then one token per pass (decode), each pass's status checked. Zeros if loading failed.
@@ -72,6 +92,26 @@ inline Selections selections_of_passes(LoadedModel& r, const std::vector<int32_t
     start += n;
   }
   return out;
+}
+
+// max |got − want| over max |want| (infinite if a difference is NaN).
+inline float relative_error(std::span<const float> got, std::span<const float> want) {
+  float max_abs = 0, max_diff = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    max_abs = std::max(max_abs, std::fabs(want[i]));
+    max_diff = std::max(max_diff, std::fabs(got[i] - want[i]));
+  }
+  return std::isnan(max_diff) ? INFINITY : max_diff / max_abs;
+}
+
+// relative_error of each position's row of logits.
+inline std::vector<float> errors_by_position(const std::vector<float>& got,
+                                             const std::vector<float>& want, int n_vocab) {
+  std::vector<float> e(want.size() / n_vocab);
+  for (size_t p = 0; p < e.size(); ++p)
+    e[p] = relative_error(std::span(got).subspan(p * n_vocab, n_vocab),
+                          std::span(want).subspan(p * n_vocab, n_vocab));
+  return e;
 }
 
 }  // namespace testing_util

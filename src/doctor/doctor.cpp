@@ -204,7 +204,12 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
   const double decode = 1 / probe.tokens_per_second;
   facts.prefill_seconds = prefill;
   facts.decode_seconds = decode;
-  const auto fitted = fit_workload(w, decode, prefill, o.max_seconds - since(start));
+  // The run is fitted to a share of what is left: a 4-token calibration is noisy, the machine may
+  // get busier, and the bandwidth probe and the report come after it. The shortest run may still
+  // use all of it.
+  const double left = o.max_seconds - since(start);
+  auto fitted = fit_workload(w, decode, prefill, 0.75 * left);
+  if (!fitted && w.shortest().seconds(decode, prefill) <= left) fitted = w.shortest();
   if (!fitted)
     return over_limit(decode, prefill,
                       fmt::format("a token takes {:.2f} s on these kernels", decode));
@@ -223,26 +228,45 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
            kv::read_bytes_per_token(layers, run_plan.kv_config, 0);
   };
   const uint64_t llc = on_cpu ? plan::last_level_cache_bytes() : 0;
-  if (w.measures_depth()) {
+  // The calibration priced the run; the machine may have got busier since. Each later part runs
+  // only if it still fits the limit at the speed the first part just had.
+  const double slowdown = std::max(1.0, 1 / (tps_short * decode));
+  auto fits = [&](double seconds) { return since(start) + seconds * slowdown <= o.max_seconds; };
+  auto ran_out = [&] {
+    return fmt::format(
+        "the measured run had used {:.1f} of its {:g} s (--max-seconds) and decodes {:.1f}× slower "
+        "than calibrated: this part would not fit",
+        since(start), o.max_seconds, slowdown);
+  };
+  if (!w.measures_depth()) {
+    obs.kv_growth.not_run = fmt::format(
+        "the context ({} tokens) is too short to compare a short and a long depth", e->n_ctx());
+  } else if (!fits(w.reps * (w.long_depth * prefill + (w.n_gen + 1) * decode))) {
+    obs.kv_growth.not_run = ran_out();
+  } else {
     progress(fmt::format("decoding {} tokens at depth {}, {}×", w.n_gen, w.long_depth, w.reps));
     HR_ASSIGN_OR_RETURN(double tps_long, decode_speed(*e, w.long_depth, w.n_gen, w.reps, rng));
     obs.kv_growth.value =
         KvGrowthFacts{w.short_depth,           w.long_depth,           tps_short, tps_long,
                       bytes_at(w.short_depth), bytes_at(w.long_depth), llc};
-  } else {
-    obs.kv_growth.not_run = fmt::format(
-        "the context ({} tokens) is too short to compare a short and a long depth", e->n_ctx());
   }
   ContentionFacts c;
   c.threads = threads;
   c.n_concurrent = w.n_concurrent;
-  progress(fmt::format("one stream, then {} at once", w.n_concurrent));
-  HR_ASSIGN_OR_RETURN(c.single_tps, streams_speed(*e, 1, w.n_gen, rng));
-  HR_ASSIGN_OR_RETURN(c.concurrent_tps, streams_speed(*e, w.n_concurrent, w.n_gen, rng));
+  const bool streams = fits(w.n_gen * (1 + w.n_concurrent) * decode);
+  if (streams) {
+    progress(fmt::format("one stream, then {} at once", w.n_concurrent));
+    HR_ASSIGN_OR_RETURN(c.single_tps, streams_speed(*e, 1, w.n_gen, rng));
+    HR_ASSIGN_OR_RETURN(c.concurrent_tps, streams_speed(*e, w.n_concurrent, w.n_gen, rng));
+  } else {
+    obs.contention.not_run = ran_out();
+  }
 
   auto [memory, gpu_samples] = sampler.stop();
-  fill_cpu_use(cpu_before, cpu_snapshot(), c);
-  obs.contention.value = c;
+  if (streams) {
+    fill_cpu_use(cpu_before, cpu_snapshot(), c);
+    obs.contention.value = c;
+  }
   using plan::ItemKind;
   obs.memory.value =
       MemoryFacts{std::move(memory), run_plan.bytes_of(ItemKind::kKvCache),

@@ -149,7 +149,10 @@ def check_screenshot(png, rects, report):
     check(lat_red == 0, f"latency chart: {lat_red} red pixels but no request failed")
     cdf_blue, cdf_orange = count(rects["chart-cdf"], BLUE), count(rects["chart-cdf"], ORANGE)
     check(cdf_blue > 400, f"CDF chart: {cdf_blue} blue pixels")
-    check(cdf_orange > 300, f"CDF chart: {cdf_orange} orange pixels")
+    # When the first-token times cluster, the TTFT curve is a near-vertical 2 px step about as tall
+    # as the plot, half of whose pixels antialiasing can take off the exact colour: seen at 295
+    # under ASan. A hundred still shows a curve drawn in the box.
+    check(cdf_orange > 100, f"CDF chart: {cdf_orange} orange pixels")
     print(f"pixels: throughput blue {blue}; latency blue {lat_blue}, orange {lat_orange}, red {lat_red}; "
           f"CDF blue {cdf_blue}, orange {cdf_orange}")
 
@@ -170,7 +173,9 @@ def main():
     with tempfile.TemporaryDirectory(prefix="headroom-html-") as work:
         server, url = start_server(binary, work + "/serve.log")
         try:
-            load = subprocess.run([binary, "load", "--endpoint", url, "-c", "4", "--duration", "3", "--warmup", "1",
+            # A count of requests, not a time window: under the sanitizers, beside other tests, the
+            # warm-up's requests can outlast a 3 s window and leave nothing measured.
+            load = subprocess.run([binary, "load", "--endpoint", url, "-c", "4", "--requests", "12", "--warmup", "1",
                                    "--json", work + "/report.json", "--html", work + "/report.html"],
                                   capture_output=True, text=True, timeout=300)
         finally:

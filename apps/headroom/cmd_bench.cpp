@@ -73,6 +73,7 @@ struct Options {
   int n_prompt = 512, n_gen = 128, reps = 5;
   std::string depths = "0";
   bool json = false;
+  bool oracle_drafts = false;
 };
 
 // What the model reads and computes per token, and the bandwidth it is measured against.
@@ -111,27 +112,44 @@ util::Result<nlohmann::json> run_tests(engine::Engine& e, const Options& o,
                          {"achieved_gflops", st.mean * m.flops / 1e9}});
     }
     if (o.n_gen > 0) {
-      std::vector<double> rates;
+      // With --draft, the same generation without drafts and with them, interleaved.
+      std::vector<engine::Drafts> kinds = {engine::Drafts::kNone};
+      if (plan.request.n_draft > 0) kinds.push_back(engine::Drafts::kEngine);
+      if (o.oracle_drafts) kinds.push_back(engine::Drafts::kOracle);
+      std::vector<std::vector<double>> rates(kinds.size());
+      std::vector<engine::Throughput> drafts(kinds.size());
       for (int r = 0; r < o.reps; ++r) {
-        HR_ASSIGN_OR_RETURN(auto t,
-                            engine::generation_throughput(e, prefix, o.n_gen, rng, adapter));
-        rates.push_back(t.tokens_per_second);
+        for (size_t k = 0; k < kinds.size(); ++k) {
+          HR_ASSIGN_OR_RETURN(
+              auto t, engine::generation_throughput(e, prefix, o.n_gen, rng, adapter, kinds[k]));
+          rates[k].push_back(t.tokens_per_second);
+          drafts[k].n_drafted += t.n_drafted;
+          drafts[k].n_accepted += t.n_accepted;
+        }
       }
-      const Stat st = stat_of(rates);
       // Bytes per token at this depth (the middle of the generated run): weights + KV read.
       const int mid = depth + o.n_gen / 2;
       const double bytes =
           static_cast<double>(plan.prediction.bytes_per_token) +
           static_cast<double>(kv::read_bytes_per_token(layers, plan.kv_config, mid)) -
           static_cast<double>(kv::read_bytes_per_token(layers, plan.kv_config, 0));
-      results.push_back({{"test", fmt::format("tg{}", o.n_gen)},
-                         {"depth", depth},
-                         {"tokens_per_second", st.mean},
-                         {"sd", st.sd},
-                         {"bytes_per_token", bytes},
-                         {"achieved_gbps", st.mean * bytes / 1e9},
-                         {"bandwidth_share", st.mean * bytes / m.bandwidth},
-                         {"achieved_gflops", st.mean * m.flops / 1e9}});
+      for (size_t k = 0; k < kinds.size(); ++k) {
+        const Stat st = stat_of(rates[k]);
+        nlohmann::json row = {{"test", fmt::format("tg{}", o.n_gen)},
+                              {"depth", depth},
+                              {"tokens_per_second", st.mean},
+                              {"sd", st.sd},
+                              {"bytes_per_token", bytes},
+                              {"achieved_gbps", st.mean * bytes / 1e9},
+                              {"bandwidth_share", st.mean * bytes / m.bandwidth},
+                              {"achieved_gflops", st.mean * m.flops / 1e9}};
+        if (kinds[k] != engine::Drafts::kNone) {
+          row["drafts"] = kinds[k] == engine::Drafts::kOracle ? "oracle" : "lookup";
+          row["drafted"] = drafts[k].n_drafted;
+          row["accepted"] = drafts[k].n_accepted;
+        }
+        results.push_back(row);
+      }
     }
   }
   return results;
@@ -180,6 +198,7 @@ void print_table(const nlohmann::json& doc, const Machine& m) {
   std::printf(
       "|----------|---------|--------------------|--------------|--------------|------------|\n");
   for (const auto& r : doc["results"]) {
+    if (r.contains("drafts")) continue;  // below the table
     const std::string rate =
         fmt::format("{:.2f} ± {:.2f}", r["tokens_per_second"].get<double>(), r["sd"].get<double>());
     if (r.contains("bytes_per_token")) {
@@ -193,6 +212,24 @@ void print_table(const nlohmann::json& doc, const Machine& m) {
                   "-", "-");
     }
   }
+  // Speculative decoding: each drafted run against the same test without drafts.
+  const nlohmann::json* plain = nullptr;
+  for (const auto& r : doc["results"]) {
+    if (!r.contains("drafts")) {
+      plain = &r;
+      continue;
+    }
+    const int drafted = r["drafted"].get<int>(), accepted = r["accepted"].get<int>();
+    std::printf(
+        "\n%s at depth %d with %s drafts (up to %d a step): %.2f ± %.2f tok/s, %.2f× without; "
+        "%d of %d drafted tokens kept (%.0f%%)",
+        r["test"].get<std::string>().c_str(), r["depth"].get<int>(),
+        r["drafts"] == "oracle" ? "always-right" : "prompt-lookup", doc["draft"].get<int>(),
+        r["tokens_per_second"].get<double>(), r["sd"].get<double>(),
+        r["tokens_per_second"].get<double>() / (*plain)["tokens_per_second"].get<double>(),
+        accepted, drafted, drafted > 0 ? 100.0 * accepted / drafted : 0.0);
+  }
+  if (doc["draft"].get<int>() > 0) std::printf("\n");
 }
 
 // Per-type rates, e.g. "Q4_K 52.1, Q6_K 47.9 GB/s".
@@ -320,6 +357,7 @@ int run_bench(const Options& o) {
                         {"model_bytes", plan::inventory(e.file(), e.spec()).used_bytes},
                         {"kernels", kernels_description(plan)},
                         {"threads", m.threads},
+                        {"draft", plan.request.n_draft},
                         {"measured_bandwidth_gbps", m.bandwidth / 1e9},
                         {"bandwidth_source", m.bandwidth_label},
                         {"flops_per_token", m.flops},
@@ -338,7 +376,8 @@ int run_bench(const Options& o) {
   }
   print_table(doc, m);
   for (const auto& r : *results) {
-    if (r.contains("bandwidth_share")) print_verdict(r, m, in_cache, from_memory, ghz, peak_gops);
+    if (r.contains("bandwidth_share") && !r.contains("drafts"))
+      print_verdict(r, m, in_cache, from_memory, ghz, peak_gops);
   }
   return kExitOk;
 }
@@ -360,6 +399,11 @@ void add_bench(CLI::App& app, int& exit_code) {
   cmd->add_option("--ctx-depth", o->depths,
                   "Comma-separated KV depths to test at, e.g. 0,4096 (a cached prefix)")
       ->capture_default_str();
+  cmd->add_flag("--oracle-drafts", o->oracle_drafts,
+                "With --draft: also generate with drafts that are always right (the same run's "
+                "tokens, made first): what verifying --draft + 1 tokens a step gains on these "
+                "kernels, whatever the weights")
+      ->needs(cmd->get_option("--draft"));
   cmd->add_flag("--json", o->json, "Print the results as one JSON document");
   cmd->callback([o, &exit_code] { exit_code = run_bench(*o); });
 }

@@ -240,8 +240,11 @@ std::string evidence_line(const Generation& g, const plan::Plan& plan) {
   if (tps > 0) {
     line += fmt::format(", {:.1f} tok/s steady, {:.2f} ms/tok", tps, 1e3 / tps);
   }
+  if (s.n_drafted > 0) line += fmt::format(" | drafts: {} of {} kept", s.n_accepted, s.n_drafted);
   line += fmt::format(" | first token {:.1f} ms", s.ttft_seconds() * 1e3);
-  if (tps > 0 && bytes > 0) line += " | " + roofline_text(plan, tps * bytes, bytes);
+  // A kept draft is a token without a weight read of its own: the roofline does not bound it.
+  if (tps > 0 && bytes > 0 && s.n_accepted == 0)
+    line += " | " + roofline_text(plan, tps * bytes, bytes);
   line += " | " + kernels_description(plan);
   if (g.interrupted)
     line += " | interrupted";

@@ -43,6 +43,11 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
                 "Do not keep computed KV blocks for reuse by later requests with the same prefix");
   cmd->add_option("--ubatch", f.ubatch, "Micro-batch size in tokens (prefill chunk)")
       ->capture_default_str();
+  cmd->add_option("--draft,--draft-max", f.draft,
+                  "Speculative decoding: draft up to N tokens per step by prompt lookup (the "
+                  "tokens that followed the last earlier occurrence of the latest n-gram) and "
+                  "verify them in one pass; the output is unchanged (0: off)")
+      ->capture_default_str();
   cmd->add_option("--cpu-mem", f.cpu_mem,
                   "RAM budget, e.g. 8G (default: available RAM minus a margin)");
   cmd->add_option("--gpu-mem", f.gpu_mem,
@@ -196,6 +201,7 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   HR_ASSIGN_OR_RETURN(r.v_type, kv_type(f.kv_type_v, "--kv-type-v"));
   r.n_slots = f.slots;
   r.n_ubatch = f.ubatch;
+  r.n_draft = f.draft;
   r.n_threads = f.kernels.threads;
   r.reference_kernels = f.kernels.reference();
   r.n_cpu_layers = f.cpu_layers;

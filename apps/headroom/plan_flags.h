@@ -23,6 +23,7 @@ struct PlanFlags {
   std::string kv_type_k = "f16", kv_type_v = "f16";
   int slots = 1;
   int ubatch = 512;
+  int draft = 0;          // speculative decoding: most tokens drafted per step (0: off)
   std::string kv_budget;  // e.g. 2G; empty: what the device budget leaves
   bool no_prefix_cache = false;
   std::string gpu_mem, cpu_mem, assume_gpu;
@@ -48,7 +49,7 @@ struct PlannedModel {
   model::Spec spec;
   std::string source;
   plan::Plan plan;
-  std::vector<engine::AdapterFile> adapters;  // --lora, checked against the model
+  std::vector<engine::AdapterFile> adapters;   // --lora, checked against the model
   std::optional<engine::Projector> projector;  // --mmproj
 };
 

@@ -57,18 +57,52 @@ util::Result<Throughput> prompt_throughput(Engine& engine, std::span<const int32
   return Throughput{prefilled / seconds(s.admitted, s.finished), prefilled};
 }
 
-util::Result<Throughput> generation_throughput(Engine& engine, std::span<const int32_t> prefix,
-                                               int n_gen, std::mt19937& rng,
-                                               const std::string& adapter) {
-  if (!prefix.empty()) HR_TRY(prefill_only(engine, prefix, adapter));
+// A greedy request for `prefix` and one random token, generating n_gen tokens.
+Request greedy_generation(Engine& engine, std::span<const int32_t> prefix, int n_gen,
+                          std::mt19937& rng, const std::string& adapter) {
   Request r;
   r.prompt.assign(prefix.begin(), prefix.end());
   r.adapter = adapter;
   r.prompt.push_back(random_tokens(engine, 1, rng)[0]);
   r.max_tokens = n_gen;
   r.sampling.temperature = 0;
+  return r;
+}
+
+Throughput generation_of(const RequestStats& s) {
+  return Throughput{.tokens_per_second = s.generation_tokens_per_second(),
+                    .n_tokens = s.n_generated - 1,
+                    .n_drafted = s.n_drafted,
+                    .n_accepted = s.n_accepted};
+}
+
+util::Result<Throughput> generation_throughput(Engine& engine, std::span<const int32_t> prefix,
+                                               int n_gen, std::mt19937& rng,
+                                               const std::string& adapter, Drafts drafts) {
+  if (!prefix.empty()) HR_TRY(prefill_only(engine, prefix, adapter));
+  Request r = greedy_generation(engine, prefix, n_gen, rng, adapter);
+  if (drafts == Drafts::kNone) r.n_draft = 0;
+  if (drafts != Drafts::kOracle) {
+    HR_ASSIGN_OR_RETURN(RequestStats s, run_one(engine, std::move(r)));
+    return generation_of(s);
+  }
+  const size_t n_prompt = r.prompt.size();
+  Request plain = r;
+  plain.n_draft = 0;
+  std::vector<int32_t> picks;
+  plain.on_token = [&](int32_t token, float) {
+    picks.push_back(token);
+    return true;
+  };
+  HR_TRY(run_one(engine, std::move(plain)));
+  r.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> out) {
+    const size_t at = tokens.size() - n_prompt;
+    const size_t n = std::min(out.size(), picks.size() - std::min(at, picks.size()));
+    std::copy_n(picks.begin() + static_cast<ptrdiff_t>(std::min(at, picks.size())), n, out.begin());
+    return static_cast<int>(n);
+  };
   HR_ASSIGN_OR_RETURN(RequestStats s, run_one(engine, std::move(r)));
-  return Throughput{s.generation_tokens_per_second(), s.n_generated - 1};
+  return generation_of(s);
 }
 
 }  // namespace engine

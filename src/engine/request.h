@@ -26,6 +26,9 @@ struct RequestStats {
   int n_cached = 0;  // prompt tokens whose KV came from the prefix cache instead of a prefill
   int n_generated = 0;
   int n_preempted = 0;  // times the request gave its KV blocks back and was resumed later
+  // Speculative decoding: tokens drafted and verified, and how many of them the model kept.
+  int n_drafted = 0;
+  int n_accepted = 0;
   Clock::time_point submitted, admitted, first_token, finished;
   double queue_seconds() const;
   double ttft_seconds() const;              // submitted → first token
@@ -53,6 +56,12 @@ struct Request {
   // distribution (sample/logprobs.h) and the n_top_logprobs most likely alternatives.
   std::function<void(const sample::TokenLogprobs& logprobs)> on_logprobs;
   int n_top_logprobs = 0;
+  // Speculative decoding: the most tokens drafted per step (engine/draft.h), at most the engine's
+  // plan::Request::n_draft; −1: that many, 0: none. The output is the same either way.
+  int n_draft = -1;
+  // Writes at most out.size() drafted tokens to follow `tokens` (the prompt and what was generated)
+  // and returns how many; null: prompt lookup (engine::ngram_draft). Another drafter plugs in here.
+  std::function<int(std::span<const int32_t> tokens, std::span<int32_t> out)> drafter;
   // Start from the longest prefix of the prompt whose K/V the prefix cache holds.
   bool reuse_prefix = true;
   // The LoRA adapter to run under (a name Engine::adapters() holds; empty: the base model) and

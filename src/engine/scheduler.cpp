@@ -3,9 +3,12 @@
 #include "engine/scheduler.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <string>
+
+#include "engine/draft.h"
 
 namespace engine {
 
@@ -113,7 +116,16 @@ struct Scheduler::Sequence {
   // With media: the tokens as the prefix cache keys them, each soft token keyed by its medium.
   std::vector<int32_t> keys;
 
-  Sequence(int id_, Request r) : id(id_), request(std::move(r)), sampler(request.sampling) {
+  // Speculative decoding: the tokens drafted this step (evaluated after the last one), how many
+  // the next draft may hold, the position sampled first this step, and the drafts kept so far.
+  std::vector<int32_t> draft;
+  DraftLength draft_length{0};
+  int first_sampled = 0;
+  int accepted = 0;
+
+  Sequence(int id_, Request r, int n_draft)
+      : id(id_), request(std::move(r)), sampler(request.sampling), draft_length(n_draft) {
+    draft.reserve(n_draft);
     if (request.on_logprobs) logprobs.emplace(request.n_top_logprobs);
     tokens = request.prompt;
     stats.n_prompt = static_cast<int>(tokens.size());
@@ -133,6 +145,10 @@ struct Scheduler::Sequence {
   void append(int32_t token) {
     tokens.push_back(token);
     if (!request.media.empty()) keys.push_back(token);
+  }
+  // Tokens it may still generate (INT_MAX: until an end token or the context is full).
+  int remaining() const {
+    return request.max_tokens < 0 ? INT_MAX : request.max_tokens - n_generated;
   }
   // The medium whose soft tokens include position `pos`, or null.
   const mm::MediaSpan* media_at(int pos) const {
@@ -223,7 +239,9 @@ SubmitResult Scheduler::submit(Request request) {
     }
   }
   const int id = next_id_++;
-  auto seq = std::make_unique<Sequence>(id, std::move(request));
+  const int n_draft =
+      std::min(request.n_draft < 0 ? INT_MAX : request.n_draft, engine_.plan().request.n_draft);
+  auto seq = std::make_unique<Sequence>(id, std::move(request), n_draft);
   if (adapter) {
     seq->adapter_slot = adapter->slot;
     seq->adapter_scale = seq->request.adapter_scale.value_or(adapter->scale);
@@ -346,14 +364,18 @@ void Scheduler::admit() {
 }
 
 // Token budget = one micro-batch. Decoding sequences (one pending token) go first so running
-// streams keep flowing; prefills take what is left, in chunks. (A sequence may evaluate several
-// tokens in a step: n_scheduled is a count, not a mode.)
+// streams keep flowing, then their drafts; prefills take what is left, in chunks. (A sequence may
+// evaluate several tokens in a step: n_scheduled is a count, not a mode.)
 void Scheduler::choose_tokens(StepStats& stats) {
   const int budget = engine_.n_ubatch();
   int n = 0;
   for (auto& s : running_) {
     s->n_scheduled = 0;
+    s->draft.clear();
     if (s->pending() == 1 && n < budget) n += s->n_scheduled = 1;
+  }
+  for (auto& s : running_) {
+    if (s->n_scheduled == 1 && s->draft_length.next() > 0 && n < budget) n += draft(*s, budget - n);
   }
   for (auto& s : running_) {
     if (s->pending() > 1 && n < budget) {
@@ -362,6 +384,21 @@ void Scheduler::choose_tokens(StepStats& stats) {
       stats.n_prefill_tokens += s->n_scheduled;
     }
   }
+}
+
+// Drafts at most `room` tokens for decoding `seq` to verify after its last token, within its
+// context and what it may still generate (the pick after the last draft is one more).
+int Scheduler::draft(Sequence& seq, int room) {
+  const int n_tokens = static_cast<int>(seq.tokens.size());
+  const int most =
+      std::min({seq.draft_length.next(), room, engine_.n_ctx() - n_tokens, seq.remaining() - 1});
+  if (most <= 0) return 0;
+  seq.draft.resize(most);  // within the capacity reserved when the request arrived
+  const int n = seq.request.drafter ? seq.request.drafter(seq.tokens, seq.draft)
+                                    : ngram_draft(seq.tokens, most, seq.draft);
+  seq.draft.resize(std::clamp(n, 0, most));
+  seq.n_scheduled += static_cast<int>(seq.draft.size());
+  return static_cast<int>(seq.draft.size());
 }
 
 // Encodes the media this step evaluates into the engine's media rows, at the batch rows their
@@ -413,14 +450,17 @@ void Scheduler::preempt(Sequence& seq) {
 
 // Oldest first, each scheduled sequence gets the blocks for its tokens; when the pool is short,
 // the youngest sequence holding blocks gives them back — possibly the one asking, which then
-// waits. The oldest always fits: the pool holds at least one whole context.
+// waits. The oldest always fits: the pool holds at least one whole context. Drafts only take
+// blocks that are left: a draft that does not fit is dropped, never a reason to preempt.
 void Scheduler::make_room(StepStats& stats) {
   std::vector<Sequence*> by_age;
   for (auto& s : running_) by_age.push_back(s.get());
   std::ranges::sort(by_age, {}, &Sequence::id);
+  kv::Cache& cache = engine_.cache();
   for (Sequence* seq : by_age) {
     if (seq->slot < 0 || seq->n_scheduled == 0) continue;
-    while (!engine_.cache().reserve(seq->slot, seq->n_computed + seq->n_scheduled)) {
+    const int wanted = seq->n_computed + seq->n_scheduled - static_cast<int>(seq->draft.size());
+    while (!cache.reserve(seq->slot, wanted)) {
       auto youngest = std::ranges::find_if(by_age.rbegin(), by_age.rend(),
                                            [](const Sequence* s) { return s->slot >= 0; });
       Sequence& victim = **youngest;
@@ -428,6 +468,13 @@ void Scheduler::make_room(StepStats& stats) {
       ++stats.n_preempted;
       if (&victim == seq) break;
     }
+  }
+  for (Sequence* seq : by_age) {
+    if (seq->slot < 0 || seq->draft.empty() ||
+        cache.reserve(seq->slot, seq->n_computed + seq->n_scheduled))
+      continue;
+    seq->n_scheduled -= static_cast<int>(seq->draft.size());
+    seq->draft.clear();
   }
   // Preempted sequences wait at the front, oldest first, and resume before anything new.
   std::vector<std::unique_ptr<Sequence>> back;
@@ -444,9 +491,16 @@ int Scheduler::assemble_batch() {
   batch_has_media_ = batch_sees_images_ = false;
   for (auto& s : running_) {
     Sequence& seq = *s;
+    const int n_tokens = static_cast<int>(seq.tokens.size());
+    seq.first_sampled = n_tokens - 1;
+    seq.accepted = 0;
+    if (!seq.draft.empty()) {
+      seq.stats.n_drafted += static_cast<int>(seq.draft.size());
+      counters_.drafted_tokens += seq.draft.size();
+    }
     for (int i = 0; i < seq.n_scheduled; ++i) {
       const int pos = seq.n_computed + i;
-      batch_tokens_[n] = seq.tokens[pos];
+      batch_tokens_[n] = pos < n_tokens ? seq.tokens[pos] : seq.draft[pos - n_tokens];
       batch_pos_[n] = pos;
       batch_slot_[n] = seq.slot;
       batch_adapter_[n] = seq.adapter_slot;
@@ -457,8 +511,9 @@ int Scheduler::assemble_batch() {
       batch_until_[n] = medium && medium->both_ways ? medium->last() : pos;
       batch_has_media_ |= medium != nullptr;
       batch_sees_images_ |= medium && medium->both_ways;
-      const bool last = pos == static_cast<int>(seq.tokens.size()) - 1;
-      const bool out = last || (seq.all_logits() && pos < seq.stats.n_prompt);
+      // The last token and each drafted one: a row of logits to sample from.
+      const bool sampled = pos >= n_tokens - 1;
+      const bool out = sampled || (seq.all_logits() && pos < seq.stats.n_prompt);
       batch_output_[n] = out;
       batch_owner_[n] = out ? &seq : nullptr;
       ++n;
@@ -468,7 +523,9 @@ int Scheduler::assemble_batch() {
 }
 
 // Hands out each output row: prompt logits to whoever asked, then a sample for each sequence whose
-// last token was evaluated, in batch order.
+// last token was evaluated, in batch order. A drafted row is sampled only while the drafts before
+// it equal the picks (its token is then the sequence's last): the same picks, from the same
+// logits and the same sampler state, as without the draft.
 void Scheduler::sample(int n_batch, int k) {
   const int n_vocab = engine_.spec().n_vocab;
   const int n_ctx = engine_.n_ctx();
@@ -483,7 +540,14 @@ void Scheduler::sample(int n_batch, int k) {
       seq->request.prompt_logits(pos, logits);  // once, even when a resumption recomputes it
       seq->n_reported = pos + 1;
     }
-    if (pos != static_cast<int>(seq->tokens.size()) - 1) continue;
+    if (seq->slot < 0 || pos != static_cast<int>(seq->tokens.size()) - 1 ||
+        batch_tokens_[i] != seq->tokens[pos])
+      continue;
+    if (pos > seq->first_sampled) {  // the draft at pos was picked
+      ++seq->accepted;
+      ++seq->stats.n_accepted;
+      ++counters_.accepted_tokens;
+    }
     if (seq->request.max_tokens == 0) {
       finish(*seq, FinishReason::kLength);
       continue;
@@ -558,13 +622,22 @@ util::Result<StepStats> Scheduler::step() {
     running_.clear();
     return std::move(status).error();
   }
-  // The tokens are in the cache: their complete blocks become reusable.
+  // The tokens are in the cache: their complete blocks become reusable (drafts once kept).
+  kv::Cache& cache = engine_.cache();
   for (auto& s : running_) {
     s->n_computed += s->n_scheduled;
-    if (s->n_scheduled > 0)
-      engine_.cache().commit(s->slot, s->cache_keys(), s->n_computed, s->prefix_context);
+    const int known = std::min(s->n_computed, static_cast<int>(s->tokens.size()));
+    if (s->n_scheduled > 0) cache.commit(s->slot, s->cache_keys(), known, s->prefix_context);
   }
   sample(n, k);
+  // The K/V of rejected drafts stay in their cells, past the sequence's end: attention never
+  // reads a position after its own, and the next steps write those positions again.
+  for (auto& s : running_) {
+    if (s->slot < 0 || s->draft.empty()) continue;
+    s->draft_length.record(static_cast<int>(s->draft.size()), s->accepted);
+    s->n_computed = static_cast<int>(s->tokens.size()) - 1;
+    cache.commit(s->slot, s->cache_keys(), s->n_computed, s->prefix_context);
+  }
   std::erase_if(running_, [](const auto& s) { return s->slot < 0; });
   return stats;
 }

@@ -9,6 +9,11 @@
 // later by recomputing what the cache no longer holds. A new request starts from the longest
 // prefix of its prompt the cache holds, and waits for a running sequence that is prefilling that
 // prefix rather than computing it a second time.
+//
+// Speculative decoding (plan::Request::n_draft): a decoding sequence may draft tokens after its
+// last one (engine/draft.h); the step evaluates them with it and keeps each draft while it equals
+// what the sampler picks from the row before, so the output is token for token what decoding
+// without drafts gives, and a step may add several tokens to a sequence.
 #pragma once
 
 #include <deque>
@@ -44,8 +49,10 @@ struct StepStats {
 // Since the scheduler started.
 struct SchedulerCounters {
   uint64_t preemptions = 0;
-  uint64_t prompt_tokens = 0;  // of admitted requests
-  uint64_t cached_tokens = 0;  // of those, reused from the prefix cache
+  uint64_t prompt_tokens = 0;    // of admitted requests
+  uint64_t cached_tokens = 0;    // of those, reused from the prefix cache
+  uint64_t drafted_tokens = 0;   // speculative decoding: drafted and verified
+  uint64_t accepted_tokens = 0;  // of those, kept
 };
 
 class Scheduler {
@@ -76,6 +83,7 @@ class Scheduler {
   bool admit_one(Sequence& seq, int slot);
   bool waits_for_a_prefill(const Sequence& seq) const;
   void choose_tokens(StepStats& stats);
+  int draft(Sequence& seq, int room);
   void make_room(StepStats& stats);
   void encode_media();
   void preempt(Sequence& seq);

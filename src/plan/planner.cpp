@@ -37,7 +37,7 @@ int default_context(const model::Spec& spec) {
 }
 
 int logit_rows(const Request& r) {
-  return r.logits_all_positions ? r.n_ubatch : std::min(r.n_slots, r.n_ubatch);
+  return r.logits_all_positions ? r.n_ubatch : std::min(r.n_slots * (1 + r.n_draft), r.n_ubatch);
 }
 
 int Plan::device_of(const WeightItem& w) const {
@@ -442,6 +442,10 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& request) {
   Plan p;
   p.request = resolved(request, spec);
   const Request& r = p.request;
+  if (r.n_draft < 0 || r.n_draft > Request::kMaxDraft || r.n_draft >= r.n_ubatch) {
+    return util::errorf("plan: --draft {}: 0 to {}, and below the micro-batch ({})", r.n_draft,
+                        Request::kMaxDraft, r.n_ubatch);
+  }
   HR_TRY(choose_devices(p, in.devices));
   HR_TRY(fit_media_batch(in, p));
   const auto layers = model::kv_layers(spec);

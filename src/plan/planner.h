@@ -30,7 +30,11 @@ struct Request {
   uint64_t kv_budget = 0;
   bool prefix_cache = true;           // keep complete KV blocks for reuse by a later request
   bool logits_all_positions = false;  // logits of every prompt position (logits, kld)
-  int n_threads = 0;                  // CPU threads for the kernels (0 = physical cores)
+  // Speculative decoding (engine/draft.h): the most tokens a sequence drafts per step, each
+  // verified with a row of logits; 0: none.
+  int n_draft = 0;
+  static constexpr int kMaxDraft = 64;
+  int n_threads = 0;               // CPU threads for the kernels (0 = physical cores)
   bool reference_kernels = false;  // the scalar reference backend (a baseline), not the CPU kernels
   // Placement changes (defaults keep everything where it is fastest; --fit may set them).
   int n_cpu_layers = 0;      // with a GPU: the first N layers stay on the CPU (partial offload)
@@ -50,8 +54,8 @@ struct Request {
 
 // The context a request gets without --ctx: the model's training context, at most 4096.
 int default_context(const model::Spec& spec);
-// Rows of logits one step computes: one per sequence sampled, or a whole micro-batch when every
-// prompt position's logits are wanted.
+// Rows of logits one step computes: one per sequence sampled and one per drafted token it
+// verifies, or a whole micro-batch when every prompt position's logits are wanted.
 int logit_rows(const Request& r);
 
 enum class ItemKind { kWeights, kKvCache, kActivations, kLogits, kHost };
@@ -101,7 +105,7 @@ struct Plan {
   std::vector<Alternative> alternatives;  // when it does not fit: fastest first
   // When no alternative fits: which part alone exceeds which budget, with the numbers.
   std::string nothing_fits;
-  std::string applied;                    // what --fit changed, if anything
+  std::string applied;  // what --fit changed, if anything
   // Present devices the plan leaves empty (a GPU headroom cannot run on), and what the plan says
   // about them once per reason, e.g. "GPU present (cuda:0 …) but this build runs on the CPU: …".
   std::vector<Device> unused_devices;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "plan/planner.h"
 #include "sample/logprobs.h"
 #include "server/field_checks.h"
 
@@ -135,6 +136,8 @@ CompletionRequest parse(const Json& body, bool chat, int32_t n_vocab) {
   if (auto mct = integer(body, "max_completion_tokens", 1, kMaxInt)) max_tokens = mct;
   if (max_tokens) r.max_tokens = static_cast<int>(*max_tokens);
   r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices).value_or(1));
+  r.draft = static_cast<int>(
+      integer(body, "speculative.n_max", 0, plan::Request::kMaxDraft).value_or(-1));
   // OpenAI's defaults: temperature 1 and no top-k, top-p or min-p filtering.
   r.sampling.temperature = static_cast<float>(number(body, "temperature", 0, 2).value_or(1.0));
   r.sampling.top_p = static_cast<float>(number(body, "top_p", 0, 1).value_or(1.0));
@@ -187,7 +190,10 @@ json usage_json(const Usage& u, bool chat) {
               {"completion_tokens", u.completion_tokens},
               {"total_tokens", u.prompt_tokens + u.completion_tokens},
               {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
-  if (chat) out["completion_tokens_details"] = {{"reasoning_tokens", u.reasoning_tokens}};
+  json details = {{"accepted_prediction_tokens", u.accepted_prediction_tokens},
+                  {"rejected_prediction_tokens", u.rejected_prediction_tokens}};
+  if (chat) details["reasoning_tokens"] = u.reasoning_tokens;
+  out["completion_tokens_details"] = details;
   return out;
 }
 

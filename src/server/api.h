@@ -47,10 +47,13 @@ struct CompletionRequest {
   std::string prompt_text;             // completions: a text prompt ...
   std::vector<int32_t> prompt_tokens;  // ... or token ids (then prompt_text is empty)
   bool prompt_is_tokens = false;
-  std::string model;    // as sent; empty when absent
+  std::string model;                // as sent; empty when absent
   std::optional<float> lora_scale;  // headroom's: the adapter's scale for this request
-  int n = 1;            // choices, each sampled with its own seed
-  int max_tokens = -1;  // -1: until an end token or the context is full
+  int n = 1;                        // choices, each sampled with its own seed
+  int max_tokens = -1;              // -1: until an end token or the context is full
+  // llama-server's "speculative.n_max": the most tokens drafted per step, at most the server's
+  // --draft; 0 turns speculative decoding off for this request; -1: the server's.
+  int draft = -1;
   sample::SamplingParams sampling;
   std::vector<std::string> stop;
   bool stream = false;
@@ -89,6 +92,9 @@ struct Usage {
   int completion_tokens = 0;
   int cached_tokens = 0;     // prompt tokens reused from the prefix cache
   int reasoning_tokens = 0;  // chat: completion tokens spent in the reasoning channel
+  // Speculative decoding, as OpenAI counts predicted outputs: drafted tokens kept and rejected.
+  int accepted_prediction_tokens = 0;
+  int rejected_prediction_tokens = 0;
 };
 
 // One choice of a response: the whole reply, or (in a stream chunk) what is new since the last.

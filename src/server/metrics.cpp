@@ -53,6 +53,12 @@ ServerMetrics::ServerMetrics(telemetry::Registry& r, const std::string& kv_devic
       preemptions(r.counter("headroom_preemptions_total",
                             "Times a running sequence gave its KV blocks back for an older one "
                             "and resumed later.")),
+      drafted_tokens(r.counter("headroom_draft_tokens_total",
+                               "Tokens drafted for speculative decoding and verified, of requests "
+                               "that finished.")),
+      accepted_tokens(r.counter("headroom_draft_accepted_tokens_total",
+                                "Of those, tokens the model kept (acceptance rate: this / "
+                                "headroom_draft_tokens_total).")),
       prefix_hit_rate(r.gauge(
           "headroom_prefix_cache_hit_rate",
           "Prompt tokens reused from the prefix cache / prompt tokens admitted, since start.")),
@@ -94,6 +100,8 @@ void ServerMetrics::record_finished(engine::FinishReason reason,
   prompt_tokens.inc(stats.n_prompt);
   cached_tokens.inc(stats.n_cached);
   generated_tokens.inc(stats.n_generated);
+  drafted_tokens.inc(stats.n_drafted);
+  accepted_tokens.inc(stats.n_accepted);
   queue.observe(stats.queue_seconds());
   if (stats.first_token != engine::Clock::time_point{}) ttft.observe(stats.ttft_seconds());
   e2e.observe(std::chrono::duration<double>(stats.finished - stats.submitted).count());

@@ -46,6 +46,7 @@ struct ServerMetrics {
   telemetry::Gauge &kv_used, &kv_total, &kv_usage, &active, &queued, &slots_total, &slots_used,
       &http_connections;
   telemetry::Counter &prompt_tokens, &cached_tokens, &generated_tokens, &preemptions;
+  telemetry::Counter &drafted_tokens, &accepted_tokens;  // speculative decoding
   telemetry::Gauge& prefix_hit_rate;
   // The endpoint picker's names (vLLM's): running and waiting requests, KV use 0–1 (under the
   // current name and the one older pickers read).
@@ -61,7 +62,7 @@ struct ServerMetrics {
   // [full, sliding] × [total, used, cached]
   std::array<std::array<telemetry::Gauge*, 3>, 2> pool_gauges_{};
   const std::string model_name_;
-  int published_blocks_ = -1;  // the cache-config series are written once the pool is known
+  int published_blocks_ = -1;      // the cache-config series are written once the pool is known
   telemetry::Labels lora_labels_;  // of the vllm:lora_requests_info series now exposed
 };
 

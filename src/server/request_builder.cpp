@@ -120,6 +120,7 @@ std::variant<BuiltRequest, ApiError> build_engine_requests(const CompletionReque
     request.sampling = r.sampling;
     request.sampling.seed = r.sampling.seed + static_cast<uint64_t>(i);  // n choices, n samples
     request.end_ids = end_ids;
+    request.n_draft = r.draft;
     auto mask = std::get<std::shared_ptr<sample::Constraint>>(std::move(constraint));
     if (!r.logit_bias.empty() || !banned.empty() || mask) {
       request.constrain = [bias = r.logit_bias, banned, mask](std::span<float> logits,

@@ -131,6 +131,8 @@ std::string ResponseWriter::write(const std::vector<Taken>& taken) {
     usage.cached_tokens = std::max(usage.cached_tokens, t.stats.n_cached);
     usage.completion_tokens += t.stats.n_generated;
     usage.reasoning_tokens += reader.reasoning_tokens();
+    usage.accepted_prediction_tokens += t.stats.n_accepted;
+    usage.rejected_prediction_tokens += t.stats.n_drafted - t.stats.n_accepted;
   }
   if (!stream_) {
     if (!all_done) return {};

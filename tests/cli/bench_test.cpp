@@ -60,6 +60,26 @@ TEST(Bench, TheScalarReferenceIsAvailableAsABaseline) {
   EXPECT_EQ(bench["matmul_only_tokens_per_second"].get<double>(), 0);
 }
 
+// --draft: generation without drafts, with prompt lookup and with always-right drafts, each a row;
+// an always-right draft is always kept. --oracle-drafts needs --draft.
+TEST(Bench, DraftedGenerationIsMeasuredBesideThePlainOne) {
+  const auto bench = run_json("bench -r 1 -p 0 -n 24 --draft 3 --oracle-drafts --json");
+  EXPECT_EQ(bench["draft"], 3);
+  ASSERT_EQ(bench["results"].size(), 3u);
+  const auto& plain = bench["results"][0];
+  const auto& lookup = bench["results"][1];
+  const auto& oracle = bench["results"][2];
+  EXPECT_FALSE(plain.contains("drafts"));
+  EXPECT_EQ(lookup["drafts"], "lookup");
+  EXPECT_EQ(oracle["drafts"], "oracle");
+  EXPECT_GT(oracle["drafted"].get<int>(), 0);
+  EXPECT_EQ(oracle["accepted"], oracle["drafted"]);
+  EXPECT_LE(lookup["accepted"].get<int>(), lookup["drafted"].get<int>());
+  std::string out, err;
+  EXPECT_EQ(testing_util::run_command(headroom() + " bench --oracle-drafts", &out, &err), 2);
+  EXPECT_NE(err.find("--draft"), std::string::npos) << err;
+}
+
 TEST(Bench, BadArgumentsGetOneLine) {
   std::string out, err;
   EXPECT_EQ(testing_util::run_command(headroom() + " bench -r 0", &out, &err), 2);

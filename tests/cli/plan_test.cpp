@@ -90,6 +90,19 @@ TEST(PlanCli, AWhatIfGpuIsStillPlannedBesideAPresentOne) {
   EXPECT_EQ(plan["notes"].size(), 1u);
 }
 
+// A prediction for layers on a GPU says it is the roofline, which the CUDA decode is far from; a
+// CPU-only one does not.
+TEST(PlanCli, AGpuPredictionSaysItIsOnlyTheRoofline) {
+  const char* kBound = "on a GPU that is its bandwidth roofline, an upper bound";
+  const Ran gpu = headroom("/nonexistent/libnvidia-ml.so.1",
+                           "plan --shape gemma4-e2b --ctx 4096 --assume-gpu 24G@3000");
+  ASSERT_EQ(gpu.rc, 0) << gpu.err;
+  EXPECT_NE(gpu.out.find(kBound), std::string::npos) << gpu.out;
+  const Ran cpu = headroom("/nonexistent/libnvidia-ml.so.1", "plan --shape gemma4-e2b --ctx 4096");
+  ASSERT_EQ(cpu.rc, 0) << cpu.err;
+  EXPECT_EQ(cpu.out.find(kBound), std::string::npos) << cpu.out;
+}
+
 TEST(PlanCli, WithoutNvmlThereIsNoGpuAndNoNote) {
   const Ran text = headroom("/nonexistent/libnvidia-ml.so.1", "plan --shape gemma4-e2b --ctx 4096");
   ASSERT_EQ(text.rc, 0) << text.err;

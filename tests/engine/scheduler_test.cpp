@@ -2,26 +2,11 @@
 #include "engine/scheduler.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
+#include "testing/golden_cases.h"
 #include "testing/testing.h"
 
 namespace {
-
-struct Golden {
-  std::vector<int32_t> prompt, generated;
-};
-
-std::vector<Golden> golden_cases() {
-  auto g = nlohmann::json::parse(
-      testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
-  std::vector<Golden> out;
-  for (const auto& c : g["cases"]) {
-    out.push_back({c["prompt_ids"].get<std::vector<int32_t>>(),
-                   c["greedy_generated_ids"].get<std::vector<int32_t>>()});
-  }
-  return out;
-}
 
 std::unique_ptr<engine::Engine> load(int n_slots, int n_ubatch) {
   auto e = engine::Engine::load(
@@ -64,7 +49,7 @@ void drain(engine::Scheduler& s) {
 TEST(Scheduler, AloneMatchesGolden) {
   auto e = load(1, 512);
   engine::Scheduler s(*e);
-  for (const auto& g : golden_cases()) {
+  for (const auto& g : testing_util::golden_greedy_cases()) {
     Outcome out;
     // No limit: generation ends when the context (128, the golden n_positions) is full.
     ASSERT_EQ(s.submit(greedy(g.prompt, -1, out)).refusal, engine::Refusal::kNone);
@@ -79,7 +64,7 @@ TEST(Scheduler, ThirtyTwoConcurrentGreedyOutputsEqualAlone) {
   // Micro-batch 7: prompts are chunked and share steps with decoding sequences.
   auto e = load(32, 7);
   engine::Scheduler s(*e);
-  const auto cases = golden_cases();
+  const auto cases = testing_util::golden_greedy_cases();
   std::vector<Outcome> outs(32);
   for (int i = 0; i < 32; ++i) {
     const auto& g = cases[i % 2];
@@ -115,8 +100,8 @@ TEST(Scheduler, CancelFreesTheCacheAtOnce) {
   auto e = load(2, 16);
   engine::Scheduler s(*e);
   Outcome a, b;
-  const int id = s.submit(greedy(golden_cases()[0].prompt, 100, a)).id;
-  s.submit(greedy(golden_cases()[1].prompt, 10, b));
+  const int id = s.submit(greedy(testing_util::golden_greedy_cases()[0].prompt, 100, a)).id;
+  s.submit(greedy(testing_util::golden_greedy_cases()[1].prompt, 10, b));
   ASSERT_TRUE(s.step().ok());
   const size_t in_use = e->cache().bytes_in_use();
   s.cancel(id);
@@ -136,7 +121,7 @@ TEST(Scheduler, CancelFreesTheCacheAtOnce) {
 TEST(Scheduler, RequestsWaitForAPrefillOfTheirPromptInsteadOfRepeatingIt) {
   auto e = load(4, 16);
   engine::Scheduler s(*e);
-  std::vector<int32_t> prompt = golden_cases()[0].prompt;
+  std::vector<int32_t> prompt = testing_util::golden_greedy_cases()[0].prompt;
   while (prompt.size() < 70) prompt.push_back(prompt[prompt.size() % 5 + 1]);
   std::vector<Outcome> outs(3);
   std::vector<int> cached(3, -1);

@@ -2,27 +2,12 @@
 // it later, loses no request, and every greedy output equals the request run alone.
 #include <gtest/gtest.h>
 
-#include <nlohmann/json.hpp>
 
 #include "engine/scheduler.h"
+#include "testing/golden_cases.h"
 #include "testing/testing.h"
 
 namespace {
-
-struct Golden {
-  std::vector<int32_t> prompt, generated;
-};
-
-std::vector<Golden> golden_cases() {
-  auto g = nlohmann::json::parse(
-      testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
-  std::vector<Golden> out;
-  for (const auto& c : g["cases"]) {
-    out.push_back({c["prompt_ids"].get<std::vector<int32_t>>(),
-                   c["greedy_generated_ids"].get<std::vector<int32_t>>()});
-  }
-  return out;
-}
 
 struct Outcome {
   std::vector<int32_t> tokens;
@@ -77,7 +62,7 @@ TEST(KvPreemption, ThePoolRunsOutAndEveryRequestStillFinishesAsIfAlone) {
     ASSERT_TRUE(e);
     EXPECT_EQ(e->plan().kv_positions(), 128);
     engine::Scheduler s(*e);
-    const auto cases = golden_cases();
+    const auto cases = testing_util::golden_greedy_cases();
     std::vector<Outcome> outs(8);
     for (int i = 0; i < 8; ++i) {
       ASSERT_EQ(s.submit(greedy(cases[i % 2].prompt, 30 + 4 * i, outs[i])).refusal,

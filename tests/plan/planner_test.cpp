@@ -112,6 +112,25 @@ TEST(Planner, WeightsAreTheSumOfTheRealTensorTable) {
   EXPECT_TRUE(p->fits);
 }
 
+// Speculative decoding verifies each drafted token with a row of logits: E2B's vocabulary of
+// 262144 f32 logits, and the selection a GPU hands back, per row and slot.
+TEST(Planner, DraftsArePricedAsRowsOfLogitsPerSlot) {
+  const Opened m = open_shape("gemma4", "e2b");
+  const uint64_t row = 262144 * 4 + 64 * (4 + 4);  // f32 logits; 64 ids and logits
+  auto none = plan::make_plan({*m.file, m.spec, cpu_only()}, {.n_ctx = 4096, .n_slots = 2});
+  auto drafted =
+      plan::make_plan({*m.file, m.spec, cpu_only()}, {.n_ctx = 4096, .n_slots = 2, .n_draft = 5});
+  ASSERT_TRUE(none.ok() && drafted.ok());
+  EXPECT_EQ(none->bytes_of(plan::ItemKind::kLogits), 2 * row);
+  EXPECT_EQ(drafted->bytes_of(plan::ItemKind::kLogits), 2 * (1 + 5) * row);
+  // A draft and the token before it are one micro-batch at most.
+  auto too_long =
+      plan::make_plan({*m.file, m.spec, cpu_only()}, {.n_ctx = 4096, .n_ubatch = 8, .n_draft = 8});
+  ASSERT_FALSE(too_long.ok());
+  EXPECT_NE(too_long.error().message().find("--draft 8"), std::string::npos)
+      << too_long.error().message();
+}
+
 TEST(PlannerFit, RefusesWithAlternativesFastestFirstAndFitAppliesTheBest) {
   const Opened m = open_shape("gemma4", "e2b");
   plan::Request r{.n_ctx = 131072};

@@ -58,6 +58,47 @@ TEST(Server, GreedyCompletionsMatchTheGoldenText) {
   }
 }
 
+// --draft: the same golden text with drafts verified, counted in usage and /metrics; a request
+// may turn drafting off, and a bad value is a 400 naming the field.
+TEST(Server, SpeculativeDecodingKeepsTheGoldenTextAndCountsTheDrafts) {
+  engine::EngineOptions o = small();
+  o.request.n_draft = 4;
+  Running s(o);
+  auto c = s.client();
+  int kept = 0, drafted = 0;
+  for (const Golden& g : golden()) {
+    const int max_tokens = 60;
+    bool stopped = false;
+    const auto [text, n] = golden_text(s.tokenizer(), g, max_tokens, &stopped);
+    for (int n_max : {-1, 0}) {
+      json body = {{"prompt", g.prompt}, {"max_tokens", max_tokens}, {"temperature", 0}};
+      if (n_max >= 0) body["speculative.n_max"] = n_max;
+      int status = 0;
+      const json r = post(c, "/v1/completions", body, &status);
+      ASSERT_EQ(status, 200) << r.dump();
+      EXPECT_EQ(r["choices"][0]["text"], text) << g.prompt;
+      const json& details = r["usage"]["completion_tokens_details"];
+      const int accepted = details["accepted_prediction_tokens"].get<int>();
+      const int rejected = details["rejected_prediction_tokens"].get<int>();
+      if (n_max == 0) {
+        EXPECT_EQ(accepted + rejected, 0) << r.dump();
+      } else {
+        kept += accepted;
+        drafted += accepted + rejected;
+      }
+    }
+  }
+  EXPECT_GT(kept, 0);
+  const std::string m = metrics_text(s);
+  EXPECT_EQ(metric(m, "headroom_draft_tokens_total"), drafted);
+  EXPECT_EQ(metric(m, "headroom_draft_accepted_tokens_total"), kept);
+  int status = 0;
+  const json bad =
+      post(c, "/v1/completions", {{"prompt", "Once"}, {"speculative.n_max", -2}}, &status);
+  EXPECT_EQ(status, 400);
+  EXPECT_EQ(bad["error"]["param"], "speculative.n_max") << bad.dump();
+}
+
 TEST(Server, StreamedChatEqualsTheWholeResponse) {
   Running s(small());
   auto c = s.client();

@@ -1,0 +1,243 @@
+// Speculative decoding (prompt lookup) through the scheduler: the output is token for token what
+// decoding without drafts gives — the golden greedy text of stories260K (llama.cpp's), alone and
+// among concurrent sequences in small micro-batches; seeded sampling; and Gemma 4's sliding and
+// KV-shared layers, with f16 and 8-bit caches — while drafts are made and kept.
+#include <gtest/gtest.h>
+
+#include "engine/draft.h"
+#include "engine/scheduler.h"
+#include "model/synth.h"
+#include "testing/emulated_gpu.h"
+#include "testing/golden_cases.h"
+#include "testing/testing.h"
+
+namespace {
+
+TEST(NgramDraft, ProposesWhatFollowedTheLatestOccurrenceOfTheLongestSuffix) {
+  std::vector<int32_t> out(8);
+  // "5 6" occurs at 1 and 6 (the latest earlier occurrence): 7 8 9 followed it there.
+  const std::vector<int32_t> t = {4, 5, 6, 1, 2, 9, 5, 6, 7, 8, 9, 3, 5, 6};
+  ASSERT_EQ(engine::ngram_draft(t, 3, out), 3);
+  EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + 3), (std::vector<int32_t>{7, 8, 9}));
+  // The 3-gram "3 5 6" never occurred before, "5 6" did: the longer match wins over "6" alone.
+  EXPECT_EQ(engine::ngram_draft(t, 1, out), 1);
+  EXPECT_EQ(out[0], 7);
+  // Only what exists after the match: "9 3" → [5 6].
+  const std::vector<int32_t> u = {9, 3, 5, 6, 9, 3};
+  EXPECT_EQ(engine::ngram_draft(u, 8, out), 4);
+  EXPECT_EQ(std::vector<int32_t>(out.begin(), out.begin() + 4), (std::vector<int32_t>{5, 6, 9, 3}));
+  EXPECT_EQ(engine::ngram_draft(std::vector<int32_t>{1, 2, 3}, 4, out), 0);  // no repeat
+  EXPECT_EQ(engine::ngram_draft(std::vector<int32_t>{7}, 4, out), 0);
+}
+
+TEST(DraftLength, GrowsAfterFullAcceptanceAndShrinksToWhatWasKept) {
+  engine::DraftLength d(5);
+  EXPECT_EQ(d.next(), 5);
+  d.record(5, 1);
+  EXPECT_EQ(d.next(), 2);
+  d.record(2, 2);
+  EXPECT_EQ(d.next(), 3);
+  d.record(1, 1);  // a short draft kept whole does not shrink it
+  EXPECT_EQ(d.next(), 3);
+  d.record(3, 0);
+  EXPECT_EQ(d.next(), 1);
+  for (int i = 0; i < 10; ++i) d.record(d.next(), d.next());
+  EXPECT_EQ(d.next(), 5);
+}
+
+// `on_gpu`: on testing_util::EmulatedGpu standing in for a GPU, with recorded passes (a
+// verification step is one: every row wants logits).
+std::unique_ptr<engine::Engine> load(const std::string& path, plan::Request request,
+                                     bool on_gpu = false) {
+  engine::EngineOptions o{.model_path = path, .request = request};
+  if (on_gpu) {
+    o.devices.assume_gpu = "1G@100";
+    o.gpu_backend = [max =
+                         request.n_ubatch](int) -> util::Result<std::unique_ptr<kernels::Backend>> {
+      return std::unique_ptr<kernels::Backend>(
+          std::make_unique<testing_util::EmulatedGpu>(2, max, 4096));
+    };
+  }
+  auto e = engine::Engine::load(o);
+  EXPECT_TRUE(e.ok()) << e.error().message();
+  return e.ok() ? std::move(*e) : nullptr;
+}
+
+std::string stories() {
+  return (testing_util::shared_dir() / "models/stories260K.gguf").string();
+}
+
+struct Outcome {
+  std::vector<int32_t> tokens;
+  engine::RequestStats stats;
+  int done_calls = 0;
+};
+
+engine::Request request(const std::vector<int32_t>& prompt, int max_tokens, Outcome& out,
+                        int n_draft = -1, float temperature = 0, uint64_t seed = 1) {
+  engine::Request r;
+  r.prompt = prompt;
+  r.max_tokens = max_tokens;
+  r.n_draft = n_draft;
+  r.sampling.temperature = temperature;
+  r.sampling.seed = seed;
+  r.on_token = [&out](int32_t t, float) {
+    out.tokens.push_back(t);
+    return true;
+  };
+  r.on_done = [&out](engine::FinishReason, const engine::RequestStats& s, const std::string&) {
+    out.stats = s;
+    ++out.done_calls;
+  };
+  return r;
+}
+
+TEST(Speculative, GreedyOutputIsTheGoldenTextAloneAndAmongOthers) {
+  const auto cases = testing_util::golden_greedy_cases();
+  // Alone, to the end of the context (the golden run's 128 positions).
+  auto alone = load(
+      stories(),
+      {.n_ctx = 128, .k_type = tensor::DType::kF32, .v_type = tensor::DType::kF32, .n_draft = 6});
+  engine::Scheduler s(*alone);
+  for (const auto& g : cases) {
+    Outcome out;
+    ASSERT_EQ(s.submit(request(g.prompt, -1, out)).refusal, engine::Refusal::kNone);
+    ASSERT_TRUE(engine::run_until_idle(s).ok());
+    EXPECT_EQ(out.tokens, g.generated);
+    EXPECT_GT(out.stats.n_drafted, 0);
+    EXPECT_GT(out.stats.n_accepted, 0);
+  }
+  // Twelve at once in micro-batches of 7: drafts compete with prefill chunks for the budget.
+  auto many = load(stories(), {.n_ctx = 128,
+                               .k_type = tensor::DType::kF16,
+                               .v_type = tensor::DType::kF16,
+                               .n_slots = 12,
+                               .n_ubatch = 7,
+                               .n_draft = 4});
+  engine::Scheduler m(*many);
+  std::vector<Outcome> outs(12);
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_EQ(m.submit(request(cases[i % 2].prompt, 40 + 3 * i, outs[i])).refusal,
+              engine::Refusal::kNone);
+    if (i % 4 == 0) {
+      ASSERT_TRUE(m.step().ok());  // later requests join running ones
+    }
+  }
+  ASSERT_TRUE(engine::run_until_idle(m).ok());
+  for (int i = 0; i < 12; ++i) {
+    const auto& want = cases[i % 2].generated;
+    EXPECT_EQ(outs[i].done_calls, 1) << i;
+    ASSERT_EQ(outs[i].tokens.size(), static_cast<size_t>(40 + 3 * i)) << i;
+    EXPECT_TRUE(std::equal(outs[i].tokens.begin(), outs[i].tokens.end(), want.begin())) << i;
+  }
+  EXPECT_GT(m.counters().accepted_tokens, 0u);
+  EXPECT_EQ(many->cache().bytes_in_use(), 0u);
+}
+
+TEST(Speculative, SeededSamplingPicksTheSameTokensWithAndWithoutDrafts) {
+  auto e = load(stories(), {.n_ctx = 128, .n_draft = 5});
+  const auto prompt = testing_util::golden_greedy_cases()[0].prompt;
+  int kept = 0;
+  for (uint64_t seed : {1, 2, 3, 4}) {
+    Outcome plain, drafted;
+    engine::Scheduler s(*e);
+    ASSERT_EQ(s.submit(request(prompt, 100, plain, 0, 0.8f, seed)).refusal,
+              engine::Refusal::kNone);  // this request does not draft
+    ASSERT_EQ(s.submit(request(prompt, 100, drafted, -1, 0.8f, seed)).refusal,
+              engine::Refusal::kNone);
+    ASSERT_TRUE(engine::run_until_idle(s).ok());
+    EXPECT_EQ(plain.stats.n_drafted, 0);
+    EXPECT_EQ(drafted.tokens, plain.tokens) << "seed " << seed;
+    kept += drafted.stats.n_accepted;
+  }
+  EXPECT_GT(kept, 0);
+}
+
+// Gemma 4's layer structures at small widths with a window of 8: drafts write past the sequence's
+// end into the sliding rings and the shared caches, and are rejected and written again. Random
+// weights rarely repeat themselves, so beside prompt lookup an oracle drafts the plain run's own
+// output, wrong at every fifth token: drafts are kept, cut short and rejected at every length.
+struct Case {
+  std::string shape;
+  tensor::DType kv;
+};
+
+class SpeculativeGemma4 : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SpeculativeGemma4, GreedyOutputIsTheSameWithAndWithoutDrafts) {
+  const Case& c = GetParam();
+  const auto path = (testing_util::temp_dir() / (c.shape + ".gguf")).string();
+  auto w = model::synth_writer({.arch = "gemma4", .shape = c.shape});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  ASSERT_TRUE(w->write(path).ok());
+  // A prompt that repeats, so prompt lookup has something to propose.
+  std::vector<int32_t> prompt;
+  const auto ids = testing_util::spread_token_ids(12);
+  for (int r = 0; r < 3; ++r) prompt.insert(prompt.end(), ids.begin(), ids.end());
+  constexpr int kGen = 80;
+  // Micro-batch 8: three decoding sequences leave five tokens for the drafts, so drafts are cut
+  // short by the budget as well. Micro-batch 64 also on the emulated GPU.
+  for (auto [ubatch, on_gpu] : {std::pair{8, false}, {64, false}, {64, true}}) {
+    SCOPED_TRACE(testing::Message() << "micro-batch " << ubatch << (on_gpu ? " on a GPU" : ""));
+    auto e = load(path,
+                  {.n_ctx = 128,
+                   .k_type = c.kv,
+                   .v_type = c.kv,
+                   .n_slots = 3,
+                   .n_ubatch = ubatch,
+                   .n_draft = 6},
+                  on_gpu);
+    ASSERT_NE(e, nullptr);
+    ASSERT_EQ(e->plan().uses_gpu(), on_gpu);
+    engine::Scheduler s(*e);
+    Outcome first;
+    ASSERT_EQ(s.submit(request(prompt, kGen, first, 0)).refusal, engine::Refusal::kNone);
+    ASSERT_TRUE(engine::run_until_idle(s).ok());
+    ASSERT_EQ(first.tokens.size(), static_cast<size_t>(kGen));
+    const int n_vocab = e->spec().n_vocab;
+    // Three at once: without drafts, with prompt lookup, with the oracle.
+    Outcome plain, lookup, oracle;
+    engine::Request o = request(prompt, kGen, oracle);
+    o.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> out) {
+      const size_t at = tokens.size() - prompt.size();
+      size_t n = 0;
+      for (; n < out.size() && at + n < first.tokens.size(); ++n) {
+        const int32_t t = first.tokens[at + n];
+        out[n] = (at + n) % 5 == 4 ? (t + 1) % n_vocab : t;
+      }
+      return static_cast<int>(n);
+    };
+    ASSERT_EQ(s.submit(request(prompt, kGen, plain, 0)).refusal, engine::Refusal::kNone);
+    ASSERT_EQ(s.submit(std::move(o)).refusal, engine::Refusal::kNone);
+    ASSERT_EQ(s.submit(request(prompt, kGen, lookup)).refusal, engine::Refusal::kNone);
+    ASSERT_TRUE(engine::run_until_idle(s).ok());
+    EXPECT_EQ(plain.tokens, first.tokens);
+    EXPECT_EQ(lookup.tokens, first.tokens);
+    EXPECT_EQ(oracle.tokens, first.tokens);
+    std::printf("[ drafts ] %s %s ubatch %d%s: lookup %d of %d kept, oracle %d of %d\n",
+                c.shape.c_str(), std::string(gguf::tensor_type_name(c.kv)).c_str(), ubatch,
+                on_gpu ? " (emulated GPU)" : "", lookup.stats.n_accepted, lookup.stats.n_drafted,
+                oracle.stats.n_accepted, oracle.stats.n_drafted);
+    EXPECT_EQ(plain.stats.n_drafted, 0);
+    EXPECT_GT(lookup.stats.n_drafted, 0);
+    // Four of every five oracle drafts are right: most are kept.
+    EXPECT_GT(oracle.stats.n_accepted, kGen / 2);
+    EXPECT_EQ(e->cache().bytes_in_use(), 0u);
+  }
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.shape << " " << gguf::tensor_type_name(c.kv);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SpeculativeGemma4,
+                         ::testing::Values(Case{"tiny-e", tensor::DType::kF16},
+                                           Case{"tiny-e", tensor::DType::kQ8_0},
+                                           Case{"tiny-moe", tensor::DType::kF16},
+                                           Case{"tiny-dense-keqv", tensor::DType::kQ8_0}),
+                         [](const ::testing::TestParamInfo<Case>& p) {
+                           return testing_util::test_name(p.param.shape) + "_" +
+                                  std::string(gguf::tensor_type_name(p.param.kv));
+                         });
+
+}  // namespace

@@ -46,7 +46,8 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
   cmd->add_option("--draft,--draft-max", f.draft,
                   "Speculative decoding: draft up to N tokens per step by prompt lookup (the "
                   "tokens that followed the last earlier occurrence of the latest n-gram) and "
-                  "verify them in one pass; the output is unchanged (0: off)")
+                  "verify them in one pass, fewer or none while drafts do not pay for their "
+                  "measured cost; the output is unchanged (0: off)")
       ->capture_default_str();
   cmd->add_option("--cpu-mem", f.cpu_mem,
                   "RAM budget, e.g. 8G (default: available RAM minus a margin)");

@@ -23,8 +23,50 @@ int ngram_draft(std::span<const int32_t> tokens, int most, std::span<int32_t> ou
   return 0;
 }
 
-void DraftLength::record(int drafted, int accepted) {
-  next_ = accepted == drafted ? std::min(limit_, std::max(next_, drafted + 1)) : accepted + 1;
+void Acceptance::record(int drafted, int kept) {
+  if (drafted <= 0) return;
+  kept_ = kDecay * kept_ + kept;
+  trials_ = kDecay * trials_ + kept + (kept < drafted ? 1 : 0);
+}
+
+void StepCost::record(int rows, double seconds) {
+  const double x = rows;
+  w_ = kDecay * w_ + 1;
+  x_ = kDecay * x_ + x;
+  y_ = kDecay * y_ + seconds;
+  xx_ = kDecay * xx_ + x * x;
+  xy_ = kDecay * xy_ + x * seconds;
+}
+
+double StepCost::row_share(int rows) const {
+  // Weighted variance of the row counts: below a tenth of a row², one count dominates.
+  const double var = w_ > 0 ? xx_ / w_ - (x_ / w_) * (x_ / w_) : 0;
+  if (var < 0.1) return kMinShare;
+  const double t1 = (xy_ / w_ - (x_ / w_) * (y_ / w_)) / var;
+  const double t0 = y_ / w_ - t1 * x_ / w_;
+  const double step = t0 + t1 * rows;
+  if (!(t1 > 0) || !(step > 0)) return kMinShare;
+  return std::max(kMinShare, t1 / step);
+}
+
+int best_draft_length(double acceptance, double row_share, int limit) {
+  int best = 0;
+  double best_rate = 1, tokens = 1, term = 1;
+  for (int n = 1; n <= limit; ++n) {
+    term *= acceptance;
+    tokens += term;
+    const double rate = tokens / (1 + row_share * n);
+    if (rate > best_rate) best = n, best_rate = rate;
+  }
+  return best;
+}
+
+int DraftLength::next(double row_share) {
+  if (limit_ <= 0) return 0;
+  int n = best_draft_length(acceptance_.rate(), row_share, limit_);
+  if (n == 0 && ++idle_ >= kProbeEvery) n = 1;
+  if (n > 0) idle_ = 0;
+  return n;
 }
 
 }  // namespace engine

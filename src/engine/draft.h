@@ -19,17 +19,57 @@ namespace engine {
 int ngram_draft(std::span<const int32_t> tokens, int most, std::span<int32_t> out,
                 int min_ngram = 1, int max_ngram = 3);
 
-// The draft length of one sequence, adapted to its acceptance: it starts at the limit; after a
-// fully accepted draft the next may be one longer (up to the limit), after a rejection it is one
-// longer than what was accepted, so a drafter that keeps missing costs one token per step.
-class DraftLength {
+// How often one sequence's drafted tokens are kept, per token. Each drafted token is a trial up to
+// the first rejection, so the estimate is kept / (kept + rejections) (the maximum-likelihood
+// estimate under a constant rate), with each step's evidence weighing kDecay of the one after it,
+// so it follows the text. It starts optimistic (kPrior), so a new sequence drafts.
+class Acceptance {
  public:
-  explicit DraftLength(int limit) : limit_(limit), next_(limit) {}
-  int next() const { return next_; }
-  void record(int drafted, int accepted);
+  static constexpr double kDecay = 0.8, kPrior = 0.8;
+  double rate() const { return kept_ / trials_; }
+  void record(int drafted, int kept);
 
  private:
-  int limit_, next_;
+  double kept_ = kPrior, trials_ = 1;
+};
+
+// What one more verified row costs, as a share of the decode step it joins, measured: a step's
+// time is fitted as t0 + t1·rows by least squares over recent decode steps (each weighing kDecay
+// of the one after it); a row's share in a step of r rows is t1 / (t0 + t1·r). Until the steps
+// have had different row counts there is nothing to fit and the share is the floor: a row is
+// never free (it is sampled and bookkept), and drafting must run to be measured.
+class StepCost {
+ public:
+  static constexpr double kDecay = 0.97, kMinShare = 0.02;
+  void record(int rows, double seconds);
+  double row_share(int rows) const;
+
+ private:
+  double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;  // weighted sums of 1, rows, t, rows², rows·t
+};
+
+// The draft length in [0, limit] that makes the most tokens per unit of time when each drafted
+// token is kept with probability `acceptance` while those before it were (so n drafts yield
+// 1 + a + … + aⁿ tokens) and each costs `row_share` of the step: the smallest of the best.
+int best_draft_length(double acceptance, double row_share, int limit);
+
+// The draft length of one sequence: the best for its measured acceptance and the step's measured
+// cost of a row. When drafting does not pay it stops, and probes with one token every kProbeEvery
+// steps so that a text that turns repetitive is drafted again.
+class DraftLength {
+ public:
+  static constexpr int kProbeEvery = 16;
+  explicit DraftLength(int limit) : limit_(limit) {}
+  int limit() const { return limit_; }
+  // The drafts to propose this step; called once per decode step.
+  int next(double row_share);
+  void record(int drafted, int kept) { acceptance_.record(drafted, kept); }
+  double acceptance() const { return acceptance_.rate(); }
+
+ private:
+  int limit_;
+  int idle_ = 0;  // decode steps since the last draft proposed
+  Acceptance acceptance_;
 };
 
 }  // namespace engine

@@ -374,8 +374,12 @@ void Scheduler::choose_tokens(StepStats& stats) {
     s->draft.clear();
     if (s->pending() == 1 && n < budget) n += s->n_scheduled = 1;
   }
+  // What a drafted row would cost, as a share of this step so far (engine/draft.h).
+  const double row_share = options_.draft_row_share.value_or(step_cost_.row_share(n));
   for (auto& s : running_) {
-    if (s->n_scheduled == 1 && s->draft_length.next() > 0 && n < budget) n += draft(*s, budget - n);
+    if (s->n_scheduled != 1 || n >= budget) continue;
+    if (const int wanted = s->draft_length.next(row_share); wanted > 0)
+      n += draft(*s, std::min(wanted, budget - n));
   }
   for (auto& s : running_) {
     if (s->pending() > 1 && n < budget) {
@@ -386,12 +390,11 @@ void Scheduler::choose_tokens(StepStats& stats) {
   }
 }
 
-// Drafts at most `room` tokens for decoding `seq` to verify after its last token, within its
+// Drafts at most `wanted` tokens for decoding `seq` to verify after its last token, within its
 // context and what it may still generate (the pick after the last draft is one more).
-int Scheduler::draft(Sequence& seq, int room) {
+int Scheduler::draft(Sequence& seq, int wanted) {
   const int n_tokens = static_cast<int>(seq.tokens.size());
-  const int most =
-      std::min({seq.draft_length.next(), room, engine_.n_ctx() - n_tokens, seq.remaining() - 1});
+  const int most = std::min({wanted, engine_.n_ctx() - n_tokens, seq.remaining() - 1});
   if (most <= 0) return 0;
   seq.draft.resize(most);  // within the capacity reserved when the request arrived
   const int n = seq.request.drafter ? seq.request.drafter(seq.tokens, seq.draft)
@@ -612,6 +615,7 @@ util::Result<StepStats> Scheduler::step() {
     batch.attend_until = std::span(batch_until_).first(n);
   }
   const int k = selection_size(n);
+  const auto started = Clock::now();
   auto status = engine_.model().forward(batch, engine_.cache(),
                                         {.logits = logits_.data(),
                                          .top_k = k,
@@ -630,6 +634,8 @@ util::Result<StepStats> Scheduler::step() {
     if (s->n_scheduled > 0) cache.commit(s->slot, s->cache_keys(), known, s->prefix_context);
   }
   sample(n, k);
+  // A decode step's time, forward pass and sampling, prices the next steps' drafts.
+  if (stats.n_prefill_tokens == 0) step_cost_.record(n, seconds(started, Clock::now()));
   // The K/V of rejected drafts stay in their cells, past the sequence's end: attention never
   // reads a position after its own, and the next steps write those positions again.
   for (auto& s : running_) {

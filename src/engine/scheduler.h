@@ -21,6 +21,7 @@
 #include <optional>
 #include <vector>
 
+#include "engine/draft.h"
 #include "engine/engine.h"
 #include "engine/request.h"
 
@@ -28,6 +29,9 @@ namespace engine {
 
 struct SchedulerOptions {
   int max_queue = 64;  // requests waiting for a slot beyond this are refused
+  // What one verified row costs, as a share of a decode step (engine/draft.h); unset: measured
+  // from the decode steps. Fixed, how much is drafted no longer depends on timing (tests).
+  std::optional<double> draft_row_share;
 };
 
 // Why submit() refused a request; the server maps these to HTTP statuses.
@@ -83,7 +87,7 @@ class Scheduler {
   bool admit_one(Sequence& seq, int slot);
   bool waits_for_a_prefill(const Sequence& seq) const;
   void choose_tokens(StepStats& stats);
-  int draft(Sequence& seq, int room);
+  int draft(Sequence& seq, int wanted);
   void make_room(StepStats& stats);
   void encode_media();
   void preempt(Sequence& seq);
@@ -100,6 +104,7 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int> free_slots_;
   SchedulerCounters counters_;
+  StepCost step_cost_;  // decode steps' time by rows, for the drafts' length
   // Batch assembly buffers, sized once to the micro-batch (no allocation per step).
   std::vector<int32_t> batch_tokens_, batch_pos_, batch_slot_;
   std::vector<uint8_t> batch_output_;

@@ -30,20 +30,80 @@ TEST(NgramDraft, ProposesWhatFollowedTheLatestOccurrenceOfTheLongestSuffix) {
   EXPECT_EQ(engine::ngram_draft(std::vector<int32_t>{7}, 4, out), 0);
 }
 
-TEST(DraftLength, GrowsAfterFullAcceptanceAndShrinksToWhatWasKept) {
-  engine::DraftLength d(5);
-  EXPECT_EQ(d.next(), 5);
-  d.record(5, 1);
-  EXPECT_EQ(d.next(), 2);
-  d.record(2, 2);
-  EXPECT_EQ(d.next(), 3);
-  d.record(1, 1);  // a short draft kept whole does not shrink it
-  EXPECT_EQ(d.next(), 3);
-  d.record(3, 0);
-  EXPECT_EQ(d.next(), 1);
-  for (int i = 0; i < 10; ++i) d.record(d.next(), d.next());
-  EXPECT_EQ(d.next(), 5);
+// Expected lengths: argmax over n of (1 + a + … + aⁿ) / (1 + c·n), worked out in float64 apart
+// from this code (no near-ties among them).
+TEST(DraftLength, BestLengthMaximizesTokensPerUnitOfTime) {
+  EXPECT_EQ(engine::best_draft_length(0.9, 0.1, 16), 10);
+  EXPECT_EQ(engine::best_draft_length(0.8, 0.1, 16), 6);
+  EXPECT_EQ(engine::best_draft_length(0.6, 0.2, 8), 2);
+  EXPECT_EQ(engine::best_draft_length(0.5, 0.05, 8), 3);
+  EXPECT_EQ(engine::best_draft_length(0.9, 0.1, 4), 4);  // the limit
+  EXPECT_EQ(engine::best_draft_length(1.0, 0.02, 8), 8);
+  EXPECT_EQ(engine::best_draft_length(0.3, 0.5, 4), 0);  // a row costs more than it brings
+  EXPECT_EQ(engine::best_draft_length(0.0, 0.02, 8), 0);
 }
+
+TEST(DraftLength, AcceptanceIsKeptOverKeptPlusRejectionsWithOlderStepsDecayed) {
+  engine::Acceptance a;
+  // The optimistic prior: 0.8 kept of 1 trial.
+  EXPECT_DOUBLE_EQ(a.rate(), 0.8);
+  // Kept 0.8·0.8 + 1 = 1.64 of trials 0.8·1 + 1 + 1 = 2.8 (one kept, then a rejection).
+  a.record(5, 1);
+  EXPECT_DOUBLE_EQ(a.rate(), 1.64 / 2.8);
+  // Kept 0.8·1.64 + 3 = 4.312 of 0.8·2.8 + 3 = 5.24: all kept, no rejection.
+  a.record(3, 3);
+  EXPECT_DOUBLE_EQ(a.rate(), 4.312 / 5.24);
+  // Nothing drafted: no evidence.
+  a.record(0, 0);
+  EXPECT_DOUBLE_EQ(a.rate(), 4.312 / 5.24);
+}
+
+TEST(DraftLength, StepCostIsTheFittedSlopeOverTheStep) {
+  engine::StepCost cost;
+  EXPECT_DOUBLE_EQ(cost.row_share(1), engine::StepCost::kMinShare);
+  for (int i = 0; i < 20; ++i) cost.record(1, 0.012);
+  // One row count: no slope to fit.
+  EXPECT_DOUBLE_EQ(cost.row_share(1), engine::StepCost::kMinShare);
+  // t = 10 ms + 2 ms·rows: a row is 2 / 12 of a one-row step, 2 / 20 of a five-row one.
+  for (int i = 0; i < 20; ++i) cost.record(1 + i % 5, 0.010 + 0.002 * (1 + i % 5));
+  EXPECT_NEAR(cost.row_share(1), 2.0 / 12, 1e-9);
+  EXPECT_NEAR(cost.row_share(5), 2.0 / 20, 1e-9);
+  // Steps that got faster with more rows (noise): the floor, never a free or negative row.
+  engine::StepCost noisy;
+  for (int i = 0; i < 20; ++i) noisy.record(1 + i % 2, 0.010 - 0.001 * (i % 2));
+  EXPECT_DOUBLE_EQ(noisy.row_share(1), engine::StepCost::kMinShare);
+}
+
+TEST(DraftLength, StopsWhenDraftsMissAndProbesWithOneToken) {
+  engine::DraftLength d(8);
+  const double share = 0.1;
+  int steps_drafting = 0;
+  for (int i = 0; i < 40; ++i) {
+    const int n = d.next(share);
+    if (n > 0) ++steps_drafting, d.record(n, 0);
+  }
+  EXPECT_EQ(d.next(share), 0);
+  EXPECT_LT(steps_drafting, 10);
+  // Stopped, it probes with one token every kProbeEvery steps.
+  int probes = 0;
+  for (int i = 0; i < 4 * engine::DraftLength::kProbeEvery; ++i) {
+    const int n = d.next(share);
+    EXPECT_LE(n, 1);
+    if (n > 0) ++probes, d.record(n, 0);
+  }
+  EXPECT_EQ(probes, 4);
+  // Probes kept make it draft again, longer as they keep being kept.
+  int n = 0;
+  for (int i = 0; i < 4 * engine::DraftLength::kProbeEvery && n < 8; ++i) {
+    n = d.next(share);
+    if (n > 0) d.record(n, n);
+  }
+  EXPECT_EQ(n, 8);
+}
+
+// Rows priced at nothing: every sequence drafts all it may, whatever the steps' timing, so the
+// tests below verify the most drafts and do not depend on how fast this machine is.
+const engine::SchedulerOptions kAlwaysDraft{.draft_row_share = 0.0};
 
 // `on_gpu`: on testing_util::EmulatedGpu standing in for a GPU, with recorded passes (a
 // verification step is one: every row wants logits).
@@ -98,7 +158,7 @@ TEST(Speculative, GreedyOutputIsTheGoldenTextAloneAndAmongOthers) {
   auto alone = load(
       stories(),
       {.n_ctx = 128, .k_type = tensor::DType::kF32, .v_type = tensor::DType::kF32, .n_draft = 6});
-  engine::Scheduler s(*alone);
+  engine::Scheduler s(*alone, kAlwaysDraft);
   for (const auto& g : cases) {
     Outcome out;
     ASSERT_EQ(s.submit(request(g.prompt, -1, out)).refusal, engine::Refusal::kNone);
@@ -114,7 +174,7 @@ TEST(Speculative, GreedyOutputIsTheGoldenTextAloneAndAmongOthers) {
                                .n_slots = 12,
                                .n_ubatch = 7,
                                .n_draft = 4});
-  engine::Scheduler m(*many);
+  engine::Scheduler m(*many, kAlwaysDraft);
   std::vector<Outcome> outs(12);
   for (int i = 0; i < 12; ++i) {
     ASSERT_EQ(m.submit(request(cases[i % 2].prompt, 40 + 3 * i, outs[i])).refusal,
@@ -134,13 +194,42 @@ TEST(Speculative, GreedyOutputIsTheGoldenTextAloneAndAmongOthers) {
   EXPECT_EQ(many->cache().bytes_in_use(), 0u);
 }
 
+// With the row cost measured (the default), a drafter that is always wrong soon stops being asked,
+// but for a one-token probe every DraftLength::kProbeEvery steps. However the steps are timed:
+// after m rejections the acceptance estimate is at most 0.8·0.8^m (Acceptance's prior and decay),
+// at most the floor of a row's share (0.02) from m = 17 on, and a sequence drafts only while the
+// estimate exceeds the share. With drafts at no cost it would be asked at every step.
+TEST(Speculative, ADrafterThatKeepsMissingStopsBeingAsked) {
+  const auto g = testing_util::golden_greedy_cases()[0];
+  auto e = load(stories(), {.n_ctx = 128, .n_draft = 8});
+  const int n_vocab = e->spec().n_vocab;
+  engine::Scheduler s(*e);
+  Outcome out;
+  engine::Request r = request(g.prompt, -1, out);
+  int calls = 0;
+  r.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> draft) {
+    const size_t at = tokens.size() - g.prompt.size();
+    ++calls;
+    for (size_t i = 0; i < draft.size(); ++i)
+      draft[i] = (g.generated[std::min(at + i, g.generated.size() - 1)] + 1) % n_vocab;
+    return static_cast<int>(draft.size());
+  };
+  ASSERT_EQ(s.submit(std::move(r)).refusal, engine::Refusal::kNone);
+  ASSERT_TRUE(engine::run_until_idle(s).ok());
+  EXPECT_EQ(out.tokens, g.generated);
+  EXPECT_EQ(out.stats.n_accepted, 0);
+  const int n_gen = static_cast<int>(g.generated.size());
+  EXPECT_LE(calls, 17 + n_gen / engine::DraftLength::kProbeEvery + 1) << n_gen << " generated";
+  EXPECT_GE(calls, 1);
+}
+
 TEST(Speculative, SeededSamplingPicksTheSameTokensWithAndWithoutDrafts) {
   auto e = load(stories(), {.n_ctx = 128, .n_draft = 5});
   const auto prompt = testing_util::golden_greedy_cases()[0].prompt;
   int kept = 0;
   for (uint64_t seed : {1, 2, 3, 4}) {
     Outcome plain, drafted;
-    engine::Scheduler s(*e);
+    engine::Scheduler s(*e, kAlwaysDraft);
     ASSERT_EQ(s.submit(request(prompt, 100, plain, 0, 0.8f, seed)).refusal,
               engine::Refusal::kNone);  // this request does not draft
     ASSERT_EQ(s.submit(request(prompt, 100, drafted, -1, 0.8f, seed)).refusal,
@@ -189,7 +278,7 @@ TEST_P(SpeculativeGemma4, GreedyOutputIsTheSameWithAndWithoutDrafts) {
                   on_gpu);
     ASSERT_NE(e, nullptr);
     ASSERT_EQ(e->plan().uses_gpu(), on_gpu);
-    engine::Scheduler s(*e);
+    engine::Scheduler s(*e, kAlwaysDraft);
     Outcome first;
     ASSERT_EQ(s.submit(request(prompt, kGen, first, 0)).refusal, engine::Refusal::kNone);
     ASSERT_TRUE(engine::run_until_idle(s).ok());

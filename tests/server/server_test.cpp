@@ -88,7 +88,10 @@ TEST(Server, SpeculativeDecodingKeepsTheGoldenTextAndCountsTheDrafts) {
       }
     }
   }
-  EXPECT_GT(kept, 0);
+  // Whether drafts are kept depends on the row cost the scheduler measures (on this tiny model a
+  // row costs nearly a step, so it soon stops drafting): tests/engine/speculative_test.cpp checks
+  // kept drafts with the cost fixed. The first drafts are tried before any cost is measured.
+  EXPECT_GT(drafted, 0);
   const std::string m = metrics_text(s);
   EXPECT_EQ(metric(m, "headroom_draft_tokens_total"), drafted);
   EXPECT_EQ(metric(m, "headroom_draft_accepted_tokens_total"), kept);

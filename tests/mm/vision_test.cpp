@@ -197,6 +197,15 @@ TEST(ImageDecode, RefusesBadImagesInOneLine) {
   auto bad_png = png;
   for (size_t i = bad_png.size() / 3; i < bad_png.size() / 3 + 64; ++i) bad_png[i] ^= 0x5a;
   EXPECT_NE(decode_error(bad_png).find("corrupt PNG"), std::string::npos);
+  // A chunk longer than the file (a fuzzing finding: libpng allocated the tEXt chunk's declared
+  // 1 GB before reading it): refused from the chunk headers, before libpng sees the file.
+  auto long_text = std::vector<uint8_t>(png.begin(), png.begin() + 33);  // signature and IHDR
+  const uint8_t chunk[] = {0x3e, 0x13, 0x00, 0x25, 't', 'E', 'X', 't', 'a', 'b', 'c'};
+  long_text.insert(long_text.end(), std::begin(chunk), std::end(chunk));
+  const std::string long_error = decode_error(long_text);
+  EXPECT_NE(long_error.find("corrupt PNG: the tEXt chunk claims 1041432613 bytes"),
+            std::string::npos)
+      << long_error;
   auto bad_jpeg = jpeg;
   for (size_t i = bad_jpeg.size() / 2; i < bad_jpeg.size() / 2 + 64; ++i) bad_jpeg[i] = 0xff;
   EXPECT_NE(decode_error(bad_jpeg).find("corrupt JPEG"), std::string::npos);

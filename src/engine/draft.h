@@ -60,11 +60,9 @@ class DraftLength {
  public:
   static constexpr int kProbeEvery = 16;
   explicit DraftLength(int limit) : limit_(limit) {}
-  int limit() const { return limit_; }
   // The drafts to propose this step; called once per decode step.
   int next(double row_share);
   void record(int drafted, int kept) { acceptance_.record(drafted, kept); }
-  double acceptance() const { return acceptance_.rate(); }
 
  private:
   int limit_;

@@ -1856,6 +1856,17 @@ Cases attention_cases() {
       add<AttentionCase>(c, s);
     }
   }
+  // Query heads the CPU attends in groups over one read of their KV head: 16 per KV head (two
+  // groups of at most 8), and one decode token whose 12 heads are split between the threads.
+  {
+    AttentionSpec s{.head_dim = 64, .n_head = 16, .n_head_kv = 1};
+    s.name = name(s, "groups");
+    add<AttentionCase>(c, s);
+    AttentionSpec one{.head_dim = 128, .n_head = 12, .n_head_kv = 1, .window = 6};
+    one.queries = {{1, 250}};
+    one.name = name(one, "groups, one token");
+    add<AttentionCase>(c, one);
+  }
   // A head of 8 values: a 32-value block of a cache row spans 4 KV heads.
   for (DType t : kCacheTypes) {
     AttentionSpec s{.head_dim = 8, .n_head_kv = 4, .k_type = t, .v_type = t};

@@ -1,15 +1,18 @@
-// CpuBackend::attention: one pass over the cache per (token, head) work item with an online
-// softmax (running maximum and sum), in chunks of 16 cells (one storage block):
+// CpuBackend::attention: one pass over the cache per work item — a token and a group of the query
+// heads that share a KV head — with an online softmax per head (running maximum and sum), in
+// chunks of 16 cells (one storage block):
 //   1. scores of the chunk's visible cells, q·k decoded from the stored K row in registers;
-//   2. if the chunk raises the maximum, rescale the running sum and accumulator once;
+//   2. if the chunk raises a head's maximum, rescale its running sum and accumulator once;
 //   3. weights e^(s − max) for the chunk (vector exp), then acc += w·v decoded from V likewise.
-// Each work item is one thread's, in cell order: results depend on neither batch nor threads.
+// Each head's arithmetic runs in cell order whatever its group: results depend on neither batch
+// nor threads.
 //
 // The AVX2 path reads f32/f16/q8_0/q4_0 rows in place: f16 through F16C, q8_0/q4_0 one 32-value
 // block at a time (int8 → f32 in registers, block scale applied once per block). It needs the
 // head's slice of a row to cover whole blocks (head_dim a multiple of 8, or of 32 for q8_0 and
 // q4_0); otherwise — and without AVX2 — the portable path decodes the blocks covering the head
 // into a buffer on the stack.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -25,6 +28,7 @@ namespace {
 constexpr int kMaxHeadDim = 1024;  // model::kMaxHeadDim: the kernels sit below model
 constexpr int kMaxBlock = 32;  // values per block of the cache types (f32/f16: 1, q8_0/q4_0: 32)
 constexpr int kChunk = 16;     // cells per softmax step (kv::Cache's block)
+constexpr int kMaxGroup = 8;   // query heads attended together over one read of their KV head
 
 // One (token, head) of the batch: what every path needs.
 struct HeadTask {
@@ -206,47 +210,68 @@ struct BlockRow {
   }
 };
 
+// The heads of one token that share a KV head, attended together: each cell's visibility is
+// decided once and each K and V row is decoded while it is in L1 for all of them (the cache of a
+// long context is far larger than L2, so a head at a time read it from memory once per head).
+// Each head's arithmetic is in the same order as alone, so results do not depend on the grouping.
 template <class KRow, class VRow>
-HR_AVX2 void attend(const HeadTask& h) {
-  alignas(32) float acc[kMaxHeadDim] = {};
-  float max_score = -std::numeric_limits<float>::infinity(), sum = 0.0f;
+HR_AVX2 void attend(const HeadTask& h, int n_heads) {
+  alignas(32) float acc[kMaxGroup][kMaxHeadDim];
+  float max_score[kMaxGroup], sum[kMaxGroup];
+  for (int g = 0; g < n_heads; ++g) {
+    std::fill_n(acc[g], h.d, 0.0f);
+    max_score[g] = -std::numeric_limits<float>::infinity();
+    sum[g] = 0.0f;
+  }
+  const float* q[kMaxGroup];
+  for (int g = 0; g < n_heads; ++g) q[g] = h.q + static_cast<int64_t>(g) * h.d;
   for (int c0 = 0; c0 < h.kv.n_cells; c0 += kChunk) {
     const int c1 = std::min(h.kv.n_cells, c0 + kChunk);
-    alignas(32) float score[kChunk] = {};
     int cell[kChunk], n = 0;
-    float chunk_max = -std::numeric_limits<float>::infinity();
     for (int c = c0; c < c1; ++c) {
-      if (!h.visible(c)) continue;
-      score[n] = KRow::dot(h.q, h.k_row(c), h.first, h.d) * h.scale;
-      chunk_max = std::max(chunk_max, score[n]);
-      cell[n++] = c;
+      if (h.visible(c)) cell[n++] = c;
     }
     if (n == 0) continue;
-    if (chunk_max > max_score) {  // e^(−inf) = 0 on the first visible chunk
-      const float correction = std::exp(max_score - chunk_max);
-      const __m256 vc = _mm256_set1_ps(correction);
-      for (int i = 0; i < h.d; i += 8)
-        _mm256_store_ps(acc + i, _mm256_mul_ps(vc, _mm256_load_ps(acc + i)));
-      sum *= correction;
-      max_score = chunk_max;
+    alignas(32) float score[kMaxGroup][kChunk] = {};
+    for (int j = 0; j < n; ++j) {
+      const uint8_t* k = h.k_row(cell[j]);
+      for (int g = 0; g < n_heads; ++g) score[g][j] = KRow::dot(q[g], k, h.first, h.d) * h.scale;
     }
-    // Lanes past n hold stale scores; their weights are computed and never read.
-    const __m256 vmax = _mm256_set1_ps(max_score);
-    alignas(32) float weight[kChunk];
-    for (int j = 0; j < n; j += 8) {
-      _mm256_store_ps(weight + j, simd::exp(_mm256_sub_ps(_mm256_load_ps(score + j), vmax)));
+    // Lanes past n hold zeros; their weights are computed and never read.
+    alignas(32) float weight[kMaxGroup][kChunk];
+    for (int g = 0; g < n_heads; ++g) {
+      const float chunk_max = *std::max_element(score[g], score[g] + n);
+      if (chunk_max > max_score[g]) {  // e^(−inf) = 0 on the first visible chunk
+        const float correction = std::exp(max_score[g] - chunk_max);
+        const __m256 vc = _mm256_set1_ps(correction);
+        for (int i = 0; i < h.d; i += 8)
+          _mm256_store_ps(acc[g] + i, _mm256_mul_ps(vc, _mm256_load_ps(acc[g] + i)));
+        sum[g] *= correction;
+        max_score[g] = chunk_max;
+      }
+      const __m256 vmax = _mm256_set1_ps(max_score[g]);
+      for (int j = 0; j < n; j += 8) {
+        _mm256_store_ps(weight[g] + j,
+                        simd::exp(_mm256_sub_ps(_mm256_load_ps(score[g] + j), vmax)));
+      }
     }
     for (int j = 0; j < n; ++j) {
-      sum += weight[j];
-      VRow::axpy(acc, weight[j], h.v_row(cell[j]), h.first, h.d);
+      const uint8_t* v = h.v_row(cell[j]);
+      for (int g = 0; g < n_heads; ++g) {
+        sum[g] += weight[g][j];
+        VRow::axpy(acc[g], weight[g][j], v, h.first, h.d);
+      }
     }
   }
-  const __m256 inv = _mm256_set1_ps(sum > 0.0f ? 1.0f / sum : 0.0f);
-  for (int i = 0; i < h.d; i += 8)
-    _mm256_storeu_ps(h.out + i, _mm256_mul_ps(inv, _mm256_load_ps(acc + i)));
+  for (int g = 0; g < n_heads; ++g) {
+    const __m256 inv = _mm256_set1_ps(sum[g] > 0.0f ? 1.0f / sum[g] : 0.0f);
+    float* out = h.out + static_cast<int64_t>(g) * h.d;
+    for (int i = 0; i < h.d; i += 8)
+      _mm256_storeu_ps(out + i, _mm256_mul_ps(inv, _mm256_load_ps(acc[g] + i)));
+  }
 }
 
-using AttendFn = void (*)(const HeadTask&);
+using AttendFn = void (*)(const HeadTask&, int n_heads);
 
 template <class KRow>
 AttendFn pick_v(DType v_type) {
@@ -290,15 +315,29 @@ AttendFn pick(DType k_type, DType v_type, int head_dim) {
 
 }  // namespace
 
+// Work items are (token, group of the query heads sharing a KV head). A KV head's heads are split
+// into as many groups as it takes to give every thread work (decode has few tokens and, with
+// grouped-query attention, few KV heads) and to keep a group within kMaxGroup.
 void CpuBackend::attention(const AttentionBatch& b) {
-  pool_.parallel_for(b.n_tokens * b.n_head, [&](int task, int) {
-    const int t = task / b.n_head, head = task % b.n_head;
+  if (b.n_tokens == 0) return;
+  const int n_head_kv = b.kv[0]->n_head_kv;
+  const int per_kv = b.n_head / n_head_kv;
+  const int items_per_group = b.n_tokens * n_head_kv;
+  const int splits = std::clamp((pool_.size() + items_per_group - 1) / items_per_group,
+                                (per_kv + kMaxGroup - 1) / kMaxGroup, per_kv);
+  const int group = (per_kv + splits - 1) / splits;
+  const int groups_per_kv = (per_kv + group - 1) / group;
+  const int groups = n_head_kv * groups_per_kv;
+  pool_.parallel_for(b.n_tokens * groups, [&](int task, int) {
+    const int t = task / groups, kv_head = task % groups / groups_per_kv;
+    const int head0 = kv_head * per_kv + task % groups_per_kv * group;
+    const int n_heads = std::min(group, (kv_head + 1) * per_kv - head0);
     const KvSpan& kv = *b.kv[t];
-    const int64_t offset = (static_cast<int64_t>(t) * b.n_head + head) * b.head_dim;
+    const int64_t offset = (static_cast<int64_t>(t) * b.n_head + head0) * b.head_dim;
     const HeadTask h{kv,
                      b.q + offset,
                      b.out + offset,
-                     head / (b.n_head / kv.n_head_kv) * kv.head_dim,
+                     kv_head * kv.head_dim,
                      b.head_dim,
                      b.pos[t],
                      b.attend_from ? b.attend_from[t] : b.pos[t],
@@ -307,10 +346,16 @@ void CpuBackend::attention(const AttentionBatch& b) {
                      b.scale};
 #if HR_HAS_AVX2_PATH
     if (avx2()) {
-      if (const avx2::AttendFn fn = avx2::pick(kv.k_type, kv.v_type, b.head_dim)) return fn(h);
+      if (const avx2::AttendFn fn = avx2::pick(kv.k_type, kv.v_type, b.head_dim))
+        return fn(h, n_heads);
     }
 #endif
-    attend_portable(h);
+    for (int g = 0; g < n_heads; ++g) {
+      HeadTask one = h;
+      one.q = h.q + static_cast<int64_t>(g) * b.head_dim;
+      one.out = h.out + static_cast<int64_t>(g) * b.head_dim;
+      attend_portable(one);
+    }
   });
 }
 

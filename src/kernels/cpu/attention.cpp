@@ -30,11 +30,12 @@ constexpr int kMaxBlock = 32;  // values per block of the cache types (f32/f16: 
 constexpr int kChunk = 16;     // cells per softmax step (kv::Cache's block)
 constexpr int kMaxGroup = 8;   // query heads attended together over one read of their KV head
 
-// One (token, head) of the batch: what every path needs.
+// One (token, head) of the batch — or, from q and out, the next heads of that token sharing its KV
+// head: what every path needs.
 struct HeadTask {
   const KvSpan& kv;
-  const float* q;  // [head_dim]
-  float* out;      // [head_dim]
+  const float* q;  // [head_dim] (per head of a group, consecutive)
+  float* out;      // [head_dim] (likewise)
   int first;       // offset of this head's KV head in a cache row, in values
   int d;           // head_dim
   int32_t q_pos;

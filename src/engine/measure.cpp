@@ -96,9 +96,9 @@ util::Result<Throughput> generation_throughput(Engine& engine, std::span<const i
   };
   HR_TRY(run_one(engine, std::move(plain)));
   r.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> out) {
-    const size_t at = tokens.size() - n_prompt;
-    const size_t n = std::min(out.size(), picks.size() - std::min(at, picks.size()));
-    std::copy_n(picks.begin() + static_cast<ptrdiff_t>(std::min(at, picks.size())), n, out.begin());
+    const size_t at = std::min(tokens.size() - n_prompt, picks.size());
+    const size_t n = std::min(out.size(), picks.size() - at);
+    std::copy_n(picks.begin() + static_cast<ptrdiff_t>(at), n, out.begin());
     return static_cast<int>(n);
   };
   HR_ASSIGN_OR_RETURN(RequestStats s, run_one(engine, std::move(r)));

@@ -2,7 +2,6 @@
 // it later, loses no request, and every greedy output equals the request run alone.
 #include <gtest/gtest.h>
 
-
 #include "engine/scheduler.h"
 #include "testing/golden_cases.h"
 #include "testing/testing.h"

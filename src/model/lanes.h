@@ -65,7 +65,8 @@ class Lanes {
       L& lane = lanes_[i];
       // A recording spans a whole pass on one backend: a split pass crosses to the host between,
       // and a traced one reads intermediates back.
-      HR_TRY(lane.stage.init(*lane.ops, spec, options.max_batch, !split && !trace_));
+      HR_TRY(lane.stage.init(*lane.ops, spec, options.max_batch, !split && !trace_,
+                             options.cache_layers));
       HR_ASSIGN_OR_RETURN(TensorPlacer * placer,
                           lane.stage.placer(i == 0 ? options.placer : nullptr));
       lane.binder = std::make_unique<Binder>(file, placer);
@@ -169,6 +170,14 @@ class Lanes {
       m.ops->rmsnorm(m.s.xb, norm, m.s.xb, n_embd, n_out, eps);
     }
     trace(m, m.s.xb, n_out, n_embd, "result_norm");
+    if (out.hidden != nullptr) {
+      if (!m.ops->host_memory() && error_.ok()) {
+        error_ = util::errorf("model: hidden states are handed back on a host backend only, not {}",
+                              m.ops->name());
+      } else if (m.ops->host_memory()) {
+        std::memcpy(out.hidden, m.s.xb, static_cast<size_t>(n_out) * n_embd * sizeof(float));
+      }
+    }
     m.stage.outputs(output, {m.s.xb, xb_q8}, n_out, softcap, out);
   }
   // The first failure since the last call — a crossing's copy, then each lane's — after waiting

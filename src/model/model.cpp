@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "model/assistant.h"
 #include "model/gemma4.h"
 #include "model/llama.h"
 
@@ -38,6 +39,8 @@ util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Sp
   switch (spec.arch) {
     case Arch::kLlama: return load_llama(file, spec, backend, options);
     case Arch::kGemma4: return load_gemma4(file, spec, backend, options);
+    case Arch::kGemma4Assistant:
+      break;  // drafts beside a target: load_assistant
   }
   return util::errorf("model: architecture {} has no forward pass", arch_name(spec.arch));
 }
@@ -48,12 +51,15 @@ size_t workspace_bytes(const Spec& spec, int max_batch, bool device) {
       return llama_workspace_bytes(spec, max_batch, device);
     case Arch::kGemma4:
       return gemma4_workspace_bytes(spec, max_batch, device);
+    case Arch::kGemma4Assistant:
+      return assistant_workspace_bytes(spec, max_batch);
   }
   return 0;
 }
 
 int64_t max_matmul_cols(const Spec& spec) {
-  int64_t cols = std::max(spec.n_embd, spec.n_embd_per_layer);
+  // A drafter's first product reads [embedding ; hidden state], two target widths.
+  int64_t cols = std::max({spec.n_embd, spec.n_embd_per_layer, 2 * spec.n_embd_out});
   for (const LayerSpec& l : spec.layers) cols = std::max({cols, int64_t{l.q_dim()}, int64_t{l.n_ff}, int64_t{l.n_ff_exp}});
   return cols;
 }

@@ -65,6 +65,9 @@ struct Outputs {
   int top_k = 0;
   int32_t* top_ids = nullptr;   // [n_out][top_k]
   float* top_logits = nullptr;  // [n_out][top_k]
+  // [n_out][n_embd], or null: each row's hidden state after the final norm, before the head — what
+  // a Gemma 4 assistant drafter starts from (model/assistant.h). Host backends only.
+  float* hidden = nullptr;
 };
 
 // A named intermediate of a forward pass, with llama.cpp's names (attn_norm, Qcur, Kcur, Vcur,
@@ -124,6 +127,9 @@ struct LoadOptions {
   Placement placement;
   TraceHook trace;  // null: no tracing, and a traced step costs one test of this
   LoraLimits lora;  // adapter slots (none by default)
+  // A drafter's layers read another model's cache and write none: the cache layer each layer
+  // reads. Empty: each layer reads (and writes) its own.
+  std::vector<int> cache_layers;
 };
 
 // Shared by the architectures' forward passes.

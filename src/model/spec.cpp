@@ -278,6 +278,92 @@ util::Result<Spec> gemma4_spec(const gguf::File& file) {
   return s;
 }
 
+// A Gemma 4 assistant drafter (docs/gemma4-assistant.md §2): Gemma 4's layer keys under its own
+// prefix, Q-only layers, no PLE or MoE, and the target's hidden width as embedding_length_out.
+util::Result<Spec> gemma4_assistant_spec(const gguf::File& file) {
+  Metadata meta(file, "gemma4-assistant");
+  Spec s;
+  s.arch = Arch::kGemma4Assistant;
+  HR_ASSIGN_OR_RETURN(int64_t n_layer, meta.integer("block_count", std::nullopt));
+  HR_ASSIGN_OR_RETURN(int64_t n_embd, meta.integer("embedding_length", std::nullopt));
+  HR_ASSIGN_OR_RETURN(int64_t n_embd_out, meta.integer("embedding_length_out", std::nullopt));
+  HR_ASSIGN_OR_RETURN(int64_t n_ctx, meta.integer("context_length", 131072));
+  HR_ASSIGN_OR_RETURN(s.rms_eps, meta.number("attention.layer_norm_rms_epsilon", 1e-6f));
+  if (n_layer <= 0 || n_embd <= 0 || n_embd_out <= 0) {
+    return meta.error(
+        fmt::format("block_count {}, embedding_length {}, embedding_length_out {} "
+                    "must be positive",
+                    n_layer, n_embd, n_embd_out));
+  }
+  s.n_layer = static_cast<int>(n_layer);
+  s.n_embd = static_cast<int>(n_embd);
+  s.n_embd_out = static_cast<int>(n_embd_out);
+  s.n_ctx_train = static_cast<int>(n_ctx);
+  HR_ASSIGN_OR_RETURN(auto n_head, meta.per_layer("attention.head_count", s.n_layer, std::nullopt));
+  HR_ASSIGN_OR_RETURN(auto n_head_kv,
+                      meta.per_layer("attention.head_count_kv", s.n_layer, std::nullopt));
+  HR_ASSIGN_OR_RETURN(auto n_ff, meta.per_layer("feed_forward_length", s.n_layer, std::nullopt));
+  HR_ASSIGN_OR_RETURN(int64_t hd_full, meta.integer("attention.key_length", std::nullopt));
+  HR_ASSIGN_OR_RETURN(int64_t hd_swa, meta.integer("attention.key_length_swa", hd_full));
+  HR_ASSIGN_OR_RETURN(int64_t window, meta.integer("attention.sliding_window", 0));
+  HR_ASSIGN_OR_RETURN(auto sliding,
+                      meta.per_layer_bool("attention.sliding_window_pattern", s.n_layer));
+  HR_ASSIGN_OR_RETURN(float theta_full, meta.number("rope.freq_base", 1e6f));
+  HR_ASSIGN_OR_RETURN(float theta_swa, meta.number("rope.freq_base_swa", 1e4f));
+  HR_ASSIGN_OR_RETURN(int64_t rot_full, meta.integer("rope.dimension_count", hd_full));
+  HR_ASSIGN_OR_RETURN(int64_t rot_swa, meta.integer("rope.dimension_count_swa", hd_swa));
+  std::vector<float> factors;
+  if (file.find_tensor("rope_freqs.weight")) {
+    HR_ASSIGN_OR_RETURN(
+        factors, read_f32_vector(meta, "rope_freqs.weight", static_cast<size_t>(rot_full / 2)));
+  }
+  for (int il = 0; il < s.n_layer; ++il) {
+    LayerSpec l;
+    l.il = il;
+    l.kind = sliding[il] ? AttentionKind::kSliding : AttentionKind::kFull;
+    l.n_head = n_head[il];
+    l.n_head_kv = n_head_kv[il];
+    l.head_dim = static_cast<int>(l.is_sliding() ? hd_swa : hd_full);
+    l.window = l.is_sliding() ? static_cast<int>(window) : 0;
+    l.kv_source = -1;  // the target's cache
+    l.n_ff = n_ff[il];
+    l.has_v_proj = false;
+    const float theta = l.is_sliding() ? theta_swa : theta_full;
+    const int n_rot = static_cast<int>(l.is_sliding() ? rot_swa : rot_full);
+    l.rope = {
+        .style = RopeStyle::kRotateHalf,
+        .theta = theta,
+        .n_rot = n_rot,
+        .inv_freq = rope_inv_freq(theta, n_rot, l.is_sliding() ? std::vector<float>{} : factors)};
+    // A drafter query sees keys before its own position (pos − W, pos): W ≥ 2 keeps a key.
+    if (l.is_sliding() && l.window < 2) {
+      return meta.error("sliding layers need attention.sliding_window ≥ 2 — re-convert the model");
+    }
+    HR_TRY(check_heads(meta, l));
+    s.layers.push_back(std::move(l));
+  }
+  s.embed_scale = std::sqrt(static_cast<float>(s.n_embd_out));  // the target's embedding, scaled
+  s.attention_scale = 1.0f;
+  s.tied_output = true;
+  s.n_vocab = vocab_size(file);
+  return s;
+}
+
+// The checks and the name every architecture's spec gets.
+util::Result<Spec> finish_spec(const gguf::File& file, std::string_view arch,
+                               util::Result<Spec> spec) {
+  if (!spec) return spec;
+  HR_ASSIGN_OR_RETURN(auto name, file.get_string("general.name"));
+  spec->name = name ? std::string(*name) : std::string(arch);
+  if (spec->n_vocab <= 0) {
+    return util::errorf("model: {}: cannot tell the vocabulary size (no token_embd.weight)",
+                        file.name());
+  }
+  return spec;
+}
+
+constexpr std::string_view kAssistantArch = "gemma4-assistant";
+
 }  // namespace
 
 std::string_view arch_name(Arch arch) {
@@ -286,6 +372,8 @@ std::string_view arch_name(Arch arch) {
       return "llama";
     case Arch::kGemma4:
       return "gemma4";
+    case Arch::kGemma4Assistant:
+      return kAssistantArch;
   }
   return "?";
 }
@@ -318,19 +406,29 @@ util::Result<Spec> spec_from_gguf(const gguf::File& file) {
         "(a vocabulary-only file?)",
         file.name());
   }
+  if (*arch == kAssistantArch) {
+    return util::errorf(
+        "model: {}: a Gemma 4 assistant (MTP) drafter, not a model to run alone — give it with "
+        "--draft-model beside the Gemma 4 model it drafts for",
+        file.name());
+  }
   util::Result<Spec> spec =
       util::errorf("model: {}: unsupported architecture '{}' — headroom runs: {}", file.name(),
                    *arch, supported_arch_names());
   if (*arch == "llama") spec = llama_spec(file);
   if (*arch == "gemma4") spec = gemma4_spec(file);
-  if (!spec) return spec;
-  HR_ASSIGN_OR_RETURN(auto name, file.get_string("general.name"));
-  spec->name = name ? std::string(*name) : std::string(*arch);
-  if (spec->n_vocab <= 0) {
-    return util::errorf("model: {}: cannot tell the vocabulary size (no token_embd.weight)",
-                        file.name());
+  return finish_spec(file, *arch, std::move(spec));
+}
+
+util::Result<Spec> drafter_spec_from_gguf(const gguf::File& file) {
+  HR_ASSIGN_OR_RETURN(auto arch, file.get_string("general.architecture"));
+  if (arch.value_or("") != kAssistantArch) {
+    return util::errorf(
+        "model: {}: architecture '{}' is not a drafter headroom runs (Gemma 4 assistant drafters, "
+        "'{}')",
+        file.name(), arch.value_or("(none)"), kAssistantArch);
   }
-  return spec;
+  return finish_spec(file, *arch, gemma4_assistant_spec(file));
 }
 
 }  // namespace model

@@ -10,7 +10,13 @@
 
 namespace model {
 
-enum class Arch { kLlama, kGemma4 };
+enum class Arch {
+  kLlama,
+  kGemma4,
+  // Gemma 4's assistant (multi-token prediction) drafter: not a model of its own; it drafts for a
+  // Gemma 4 target, reading the target's KV cache and hidden state (model/assistant.h).
+  kGemma4Assistant,
+};
 std::string_view arch_name(Arch arch);
 // "llama, gemma4" — for errors that list what is supported.
 std::string_view supported_arch_names();
@@ -72,6 +78,9 @@ struct Spec {
   float final_logit_softcap = 0;  // 0 = none; Gemma 4: 30
   bool tied_output = false;       // logits use token_embd (no output.weight)
   int n_embd_per_layer = 0;       // Gemma 4 per-layer-embedding width P (0 = none)
+  // A Gemma 4 assistant drafter: the target's hidden width N_b, which its input and output rows
+  // have (n_embd is the drafter's own width); 0 for every other model.
+  int n_embd_out = 0;
   std::vector<LayerSpec> layers;
 
   int n_layer_owning_kv() const;
@@ -79,8 +88,12 @@ struct Spec {
 };
 
 // Reads the hyperparameters of a supported architecture from the file's metadata and tensor
-// table (it does not read weights, except Gemma 4's 1 KB rope_freqs table).
+// table (it does not read weights, except Gemma 4's 1 KB rope_freqs table). A drafter file
+// (gemma4-assistant) is refused with a line saying to give it with --draft-model.
 util::Result<Spec> spec_from_gguf(const gguf::File& file);
+// The same for a Gemma 4 assistant drafter (docs/gemma4-assistant.md §2): its layers read the
+// target's cache (kv_source −1; model::Assistant resolves which target layer) and own no K/V.
+util::Result<Spec> drafter_spec_from_gguf(const gguf::File& file);
 
 // What part of the model a tensor belongs to, for inventories (inspect, plan).
 enum class TensorClass {

@@ -53,8 +53,10 @@ Stage::~Stage() {
   for (const auto& [key, id] : recordings_) ops_->release_recording(id);
 }
 
-util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record) {
+util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record,
+                         std::vector<int> cache_layers) {
   ops_ = &ops;
+  cache_layers_ = std::move(cache_layers);
   device_ = !ops.host_memory();
   max_batch_ = max_batch;
   n_layer_ = spec.n_layer;
@@ -138,12 +140,14 @@ size_t Stage::fill(const Batch& batch, kv::Cache& cache) {
   auto* dst = host_at<kernels::KvWrite>(layout_.kv_dst);
   auto* spans = host_at<const kernels::KvSpan*>(layout_.kv_span);
   for (int il = 0; il < n_layer_; ++il) {
+    // A drafter's layer reads another model's layer and writes nothing.
+    const int read = cache_layers_.empty() ? il : cache_layers_[il];
     // This lane's layers: those whose cache is in its memory.
-    if (cache.on_device(il) != device_) continue;
-    const bool owns = cache.owns(il);
+    if (cache.on_device(read) != device_) continue;
+    const bool owns = cache_layers_.empty() && cache.owns(il);
     for (int t = 0; t < T; ++t) {
       if (owns) dst[il * T + t] = cache.destination(il, batch.slot[t], batch.pos[t]);
-      spans[il * T + t] = cache.span(il, batch.slot[t]);
+      spans[il * T + t] = cache.span(read, batch.slot[t]);
     }
   }
   *host_at<int32_t>(layout_.n_pieces) = 0;

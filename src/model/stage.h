@@ -76,7 +76,9 @@ class Stage {
   ~Stage();
 
   // `may_record`: whether a pass may be recorded (model::Lanes says no for split or traced passes).
-  util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record = true);
+  // `cache_layers`: LoadOptions::cache_layers.
+  util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record = true,
+                    std::vector<int> cache_layers = {});
   // Its regions of the lane's activation workspace, once allocated.
   void attach(const StageRegions& regions) { regions_ = regions; }
   // Where bound weights go: `given` on a host backend (null = the file mapping), a placer in the
@@ -153,6 +155,7 @@ class Stage {
   int64_t n_embd_ = 0, n_vocab_ = 0;
   std::unique_ptr<BackendPlacer> placer_;
   std::vector<kernels::Staged<float>> inv_freq_;  // per layer
+  std::vector<int> cache_layers_;                 // LoadOptions::cache_layers
   StepLayout layout_;
   StageRegions regions_;
   uint8_t* step_host_ = nullptr;  // where the host fills the step block (itself on a host backend)

@@ -274,7 +274,13 @@ def image_groups_mask(n_tokens, media):
     return same
 
 
-def forward_gemma4(f, ids, dump_experts=None, kv_type="none", media=(), bidirectional_vision=False):
+def forward_gemma4(f, ids, dump_experts=None, kv_type="none", media=(), bidirectional_vision=False,
+                   capture=None):
+    """All-position logits [T, V]. capture: an optional dict that receives the state another
+    model reads from this pass (reference_assistant.py's drafter): "config" (Gemma4Config), "kv"
+    (KV-owning layer -> (k, v) as cached, [T, nkv, hd], after kv_round), "attn_in" (layer ->
+    its attention input RMSNorm(h; attn_norm), [T, H]), "hidden" (the final-norm output before
+    the LM head and softcap, [T, H]). It does not change the logits."""
     c = Gemma4Config(f)
     H, L, P, nh = c.n_embd, c.n_layer, c.n_ple, c.n_head
     n_tokens = len(ids)
@@ -320,6 +326,8 @@ def forward_gemma4(f, ids, dump_experts=None, kv_type="none", media=(), bidirect
 
         # §2.3 steps 1–2: norm, query with per-head q-norm, RoPE.
         a = rmsnorm(h, t(il, "attn_norm.weight"), c.eps)
+        if capture is not None:
+            capture.setdefault("attn_in", {})[il] = a
         q = linear(t(il, "attn_q.weight"), a).reshape(n_tokens, nh, hd)
         q = rope(rmsnorm(q, t(il, "attn_q_norm.weight"), c.eps))
 
@@ -363,6 +371,8 @@ def forward_gemma4(f, ids, dump_experts=None, kv_type="none", media=(), bidirect
 
     # §2.4 final norm, tied output, softcap.
     y = rmsnorm(h, f.tensor("output_norm.weight"), c.eps)
+    if capture is not None:
+        capture.update(config=c, kv=kv_cache, hidden=y)
     out_w = f.tensor("output.weight") if f.has("output.weight") else embd
     logits = linear(out_w, y)
     if c.softcap:

@@ -1,0 +1,294 @@
+// Gemma 4's assistant drafter (model/assistant.h; docs/gemma4-assistant.md §3), on the model
+// lanes of one backend computing in host memory: the Stage hands each layer the spans of the
+// target layer it reads (LoadOptions::cache_layers) and writes no K/V.
+#include "model/assistant.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "model/lanes.h"
+
+namespace model {
+namespace {
+
+struct LayerWeights {
+  const float* attn_norm;        // [N_d]
+  kernels::Matrix wq;            // [nh·hd] × [N_d]
+  const float* q_norm;           // [hd]
+  kernels::Matrix wo;            // [N_d] × [nh·hd]
+  const float* post_attn_norm;   // [N_d]
+  const float* ffn_norm;         // [N_d]
+  kernels::Matrix w_gate, w_up;  // [n_ff] × [N_d]
+  kernels::Matrix w_down;        // [N_d] × [n_ff]
+  const float* post_ffw_norm;    // [N_d]
+  float output_scale = 1.0f;     // layer_output_scale
+};
+
+// Activations for up to B rows.
+struct Scratch {
+  float *x, *xb, *xb2;    // [B][N_d]
+  float *embd, *input;    // [B][N_b] the target's embedding; [B][2·N_b] [embedding ; h]
+  float *q, *att;         // [B][max nh·hd]
+  float *hb, *hb2;        // [B][max n_ff]
+  float* hidden_next;     // [B][N_b]
+  int32_t* rope_pos;      // [B] the query position P (pos + 1)
+  int32_t* out_rows;      // [B]
+  uint8_t* all_rows;      // [B] ones: every row wants output
+  void* xb_q8 = nullptr;  // a device's 8-bit rows (Lanes::output_head); none on a host
+  StageRegions stage;
+
+  template <class Carver>
+  static Scratch lay_out(Carver& c, const Spec& s, int B, bool device) {
+    size_t q_dim = 0, n_ff = 0;
+    for (const auto& l : s.layers) {
+      q_dim = std::max<size_t>(q_dim, l.q_dim());
+      n_ff = std::max<size_t>(n_ff, l.n_ff);
+    }
+    const size_t b = B, d = s.n_embd, nb = s.n_embd_out;
+    Scratch r{};
+    r.x = c.floats(b * d);
+    r.xb = c.floats(b * d);
+    r.xb2 = c.floats(b * d);
+    r.embd = c.floats(b * nb);
+    r.input = c.floats(b * 2 * nb);
+    r.q = c.floats(b * q_dim);
+    r.att = c.floats(b * q_dim);
+    r.hb = c.floats(b * n_ff);
+    r.hb2 = c.floats(b * n_ff);
+    r.hidden_next = c.floats(b * nb);
+    r.rope_pos = c.template array<int32_t>(b);
+    r.out_rows = c.template array<int32_t>(b);
+    r.all_rows = c.template array<uint8_t>(b);
+    r.stage = StageRegions::lay_out(c, s, B, device);
+    return r;
+  }
+};
+
+// The last layer of `target` that owns a cache of `kind`, or −1.
+int last_owner(const Spec& target, AttentionKind kind) {
+  for (int il = target.n_layer - 1; il >= 0; --il) {
+    const LayerSpec& l = target.layers[il];
+    if (l.owns_kv() && l.kind == kind) return il;
+  }
+  return -1;
+}
+
+class Gemma4Assistant final : public Assistant {
+ public:
+  Gemma4Assistant(Spec spec, int max_batch) : spec_(std::move(spec)), max_batch_(max_batch) {}
+
+  util::Status bind(const gguf::File& file, const gguf::File& target_file, const Spec& target,
+                    kernels::Backend& ops);
+  const Spec& spec() const override { return spec_; }
+  int max_batch() const override { return max_batch_; }
+  size_t workspace_bytes() const override { return lanes_.workspace_bytes(); }
+  util::Status step(const DraftBatch& batch, kv::Cache& cache, const Outputs& out,
+                    float* hidden_next) override;
+
+ private:
+  using L = Lane<Scratch>;
+  void embed(L& m, const DraftBatch& batch);
+  void layer(L& m, const LayerSpec& l, const LayerWeights& w, int T, const float* next_norm);
+
+  Spec spec_;
+  int max_batch_;
+  kernels::Matrix target_embd_;  // [V] × [N_b], the target's token_embd (gathered by row)
+  kernels::Matrix pre_proj_;     // [N_d] × [2·N_b]
+  kernels::Matrix post_proj_;    // [N_b] × [N_d]
+  kernels::Matrix output_;       // [V] × [N_d], the drafter's token_embd (tied head)
+  const float* output_norm_ = nullptr;
+  std::vector<LayerWeights> layers_;
+  std::unique_ptr<Binder> target_binder_;
+  Lanes<Scratch> lanes_;
+};
+
+util::Status Gemma4Assistant::bind(const gguf::File& file, const gguf::File& target_file,
+                                   const Spec& target, kernels::Backend& ops) {
+  if (!ops.host_memory()) {
+    return util::errorf(
+        "model: the Gemma 4 assistant drafter runs on a backend computing in host memory (the "
+        "CPU), not {} — run with --backend cpu to draft with it",
+        ops.name());
+  }
+  HR_ASSIGN_OR_RETURN(std::vector<int> cache_layers, assistant_cache_layers(spec_, target));
+  LoadOptions options{.max_batch = max_batch_, .cache_layers = std::move(cache_layers)};
+  HR_TRY(lanes_.init(file, ops, spec_, options));
+  Binder& b = *lanes_.main().binder;
+  const int64_t D = spec_.n_embd, NB = spec_.n_embd_out, V = spec_.n_vocab;
+  target_binder_ = std::make_unique<Binder>(target_file, nullptr);
+  HR_ASSIGN_OR_RETURN(target_embd_, target_binder_->matrix("token_embd.weight", NB, V));
+  HR_ASSIGN_OR_RETURN(output_, b.matrix("token_embd.weight", D, V));
+  HR_ASSIGN_OR_RETURN(output_norm_, b.vector("output_norm.weight", D));
+  HR_ASSIGN_OR_RETURN(pre_proj_, b.matrix("nextn.pre_projection.weight", 2 * NB, D));
+  HR_ASSIGN_OR_RETURN(post_proj_, b.matrix("nextn.post_projection.weight", D, NB));
+  for (const auto& l : spec_.layers) {
+    auto name = [&](std::string_view s) { return Binder::layer_name(l.il, s); };
+    LayerWeights w{};
+    HR_ASSIGN_OR_RETURN(w.attn_norm, b.vector(name("attn_norm.weight"), D));
+    HR_ASSIGN_OR_RETURN(w.wq, b.matrix(name("attn_q.weight"), D, l.q_dim()));
+    HR_ASSIGN_OR_RETURN(w.q_norm, b.vector(name("attn_q_norm.weight"), l.head_dim));
+    HR_ASSIGN_OR_RETURN(w.wo, b.matrix(name("attn_output.weight"), l.q_dim(), D));
+    HR_ASSIGN_OR_RETURN(w.post_attn_norm, b.vector(name("post_attention_norm.weight"), D));
+    HR_ASSIGN_OR_RETURN(w.ffn_norm, b.vector(name("ffn_norm.weight"), D));
+    HR_ASSIGN_OR_RETURN(w.w_gate, b.matrix(name("ffn_gate.weight"), D, l.n_ff));
+    HR_ASSIGN_OR_RETURN(w.w_up, b.matrix(name("ffn_up.weight"), D, l.n_ff));
+    HR_ASSIGN_OR_RETURN(w.w_down, b.matrix(name("ffn_down.weight"), l.n_ff, D));
+    HR_ASSIGN_OR_RETURN(w.post_ffw_norm, b.vector(name("post_ffw_norm.weight"), D));
+    if (auto scale = b.optional_scalar(name("layer_output_scale.weight"))) {
+      HR_ASSIGN_OR_RETURN(w.output_scale, std::move(*scale));
+    }
+    layers_.push_back(w);
+  }
+  HR_TRY(lanes_.allocate_scratch(spec_, max_batch_));
+  std::memset(lanes_.main().s.all_rows, 1, max_batch_);
+  return {};
+}
+
+// x0 = W_pre · [E_target[token]·√N_b ; h] (§3.2: the embedding first, no norm around it).
+void Gemma4Assistant::embed(L& m, const DraftBatch& batch) {
+  kernels::Backend& ops = *m.ops;
+  Scratch& s = m.s;
+  const int T = batch.size();
+  const int64_t NB = spec_.n_embd_out;
+  ops.get_rows(target_embd_, m.stage.tokens(), T, spec_.embed_scale, s.embd);
+  ops.copy_rows(s.input, 2 * NB, s.embd, NB, NB, T);
+  ops.copy_rows(s.input + NB, 2 * NB, batch.hidden, NB, NB, T);
+  ops.matmul(pre_proj_, s.input, s.x, T);
+}
+
+// §3.3: x arrives normed into xb with this layer's attn_norm; leaves normed with next_norm.
+void Gemma4Assistant::layer(L& m, const LayerSpec& l, const LayerWeights& w, int T,
+                            const float* next_norm) {
+  kernels::Backend& ops = *m.ops;
+  Scratch& s = m.s;
+  const int64_t D = spec_.n_embd;
+  ops.matmul(w.wq, s.xb, s.q, T);
+  ops.attn_prep({.n_tokens = T,
+                 .n_head = l.n_head,
+                 .n_head_kv = l.n_head_kv,
+                 .head_dim = l.head_dim,
+                 .eps = spec_.rms_eps,
+                 .q = s.q,
+                 .q_norm = w.q_norm,
+                 .pos = s.rope_pos,
+                 .rope = {to_kernel(l.rope.style), l.rope.n_rot, m.stage.inv_freq(l.il)}});
+  // The query stands at P but sees only the keys before it (§3.3 step 6: the target's cells at P
+  // and after hold rejected drafts): attention masks at P − 1, where a sliding window of W − 1
+  // keeps P − W + 1 … P − 1.
+  ops.attention({.n_tokens = T,
+                 .n_head = l.n_head,
+                 .head_dim = l.head_dim,
+                 .q = s.q,
+                 .out = s.att,
+                 .pos = m.stage.pos(),
+                 .kv = m.stage.kv_spans(l.il),
+                 .window = l.is_sliding() ? l.window - 1 : 0,
+                 .scale = spec_.attention_scale});
+  ops.matmul(w.wo, s.att, s.xb2, T);
+  kernels::ResidualNorm attn{.n = D,
+                             .n_rows = T,
+                             .eps = spec_.rms_eps,
+                             .x = s.x,
+                             .branch = {s.xb2, nullptr},
+                             .branch_norm = {w.post_attn_norm, nullptr}};
+  attn.out[attn.n_out++] = {.normalize = true, .w = w.ffn_norm, .y = s.xb};
+  ops.residual_norm(attn);
+  ops.matmul_glu({.gate = w.w_gate,
+                  .up = w.w_up,
+                  .act = kernels::GluActivation::kGelu,
+                  .x = {s.xb, nullptr},
+                  .n_tokens = T,
+                  .out = s.hb,
+                  .scratch = s.hb2});
+  ops.matmul(w.w_down, s.hb, s.xb2, T);
+  kernels::ResidualNorm ffn{.n = D,
+                            .n_rows = T,
+                            .eps = spec_.rms_eps,
+                            .x = s.x,
+                            .branch = {s.xb2, nullptr},
+                            .branch_norm = {w.post_ffw_norm, nullptr},
+                            .x_scale = w.output_scale};
+  if (next_norm != nullptr) ffn.out[ffn.n_out++] = {.normalize = true, .w = next_norm, .y = s.xb};
+  ops.residual_norm(ffn);
+}
+
+util::Status Gemma4Assistant::step(const DraftBatch& batch, kv::Cache& cache, const Outputs& out,
+                                   float* hidden_next) {
+  const int T = batch.size();
+  if (T <= 0 || T > max_batch_)
+    return util::errorf("model: a draft step of {} rows (1 to {} allowed)", T, max_batch_);
+  L& m = lanes_.main();
+  Scratch& s = m.s;
+  for (int t = 0; t < T; ++t) s.rope_pos[t] = batch.pos[t] + 1;
+  const Batch rows{.tokens = batch.tokens,
+                   .pos = batch.pos,
+                   .slot = batch.slot,
+                   .output = std::span<const uint8_t>(s.all_rows, T)};
+  lanes_.begin(rows, cache, out);
+  embed(m, batch);
+  const int n_layer = static_cast<int>(spec_.layers.size());
+  m.ops->rmsnorm(s.x, layers_[0].attn_norm, s.xb, spec_.n_embd, T, spec_.rms_eps);
+  for (const auto& l : spec_.layers) {
+    const bool last = l.il + 1 == n_layer;
+    layer(m, l, layers_[l.il], T, last ? nullptr : layers_[l.il + 1].attn_norm);
+  }
+  // §3.4: y = norm(x) (into xb), the tied head without softcap, then h_next = W_post · y.
+  lanes_.output_head(rows, output_norm_, spec_.rms_eps, output_, 0.0f, spec_.n_embd, out);
+  m.ops->matmul(post_proj_, s.xb, s.hidden_next, T);
+  std::memcpy(hidden_next, s.hidden_next,
+              static_cast<size_t>(T) * spec_.n_embd_out * sizeof(float));
+  return lanes_.status();
+}
+
+}  // namespace
+
+util::Result<std::vector<int>> assistant_cache_layers(const Spec& drafter, const Spec& target) {
+  auto unfit = [&](std::string_view why) {
+    return util::errorf("model: drafter {} does not fit {}: {}", drafter.name, target.name, why);
+  };
+  if (target.arch != Arch::kGemma4) return unfit("a Gemma 4 assistant drafts for Gemma 4 models");
+  if (drafter.n_embd_out != target.n_embd) {
+    return unfit(fmt::format("it reads hidden states of width {}, the model's are {}",
+                             drafter.n_embd_out, target.n_embd));
+  }
+  if (drafter.n_vocab != target.n_vocab) {
+    return unfit(fmt::format("its vocabulary has {} tokens, the model's {}", drafter.n_vocab,
+                             target.n_vocab));
+  }
+  std::vector<int> read;
+  for (const LayerSpec& l : drafter.layers) {
+    const int source = last_owner(target, l.kind);
+    if (source < 0)
+      return unfit(
+          fmt::format("no layer of the model owns a {} cache", attention_kind_name(l.kind)));
+    const LayerSpec& t = target.layers[source];
+    if (t.n_head_kv != l.n_head_kv || t.head_dim != l.head_dim ||
+        (l.is_sliding() && t.window != l.window)) {
+      return unfit(
+          fmt::format("its {} layer {} has {} KV heads of {} (window {}), the model's "
+                      "layer {} that it reads {} of {} (window {})",
+                      attention_kind_name(l.kind), l.il, l.n_head_kv, l.head_dim, l.window, source,
+                      t.n_head_kv, t.head_dim, t.window));
+    }
+    read.push_back(source);
+  }
+  return read;
+}
+
+util::Result<std::unique_ptr<Assistant>> load_assistant(const gguf::File& file, const Spec& spec,
+                                                        const gguf::File& target_file,
+                                                        const Spec& target_spec,
+                                                        kernels::Backend& backend, int max_batch) {
+  auto model = std::make_unique<Gemma4Assistant>(spec, max_batch);
+  HR_TRY(model->bind(file, target_file, target_spec, backend));
+  return std::unique_ptr<Assistant>(std::move(model));
+}
+
+size_t assistant_workspace_bytes(const Spec& spec, int max_batch) {
+  ScratchCarver counter(nullptr);
+  Scratch::lay_out(counter, spec, max_batch, false);
+  return counter.bytes();
+}
+
+}  // namespace model

@@ -144,7 +144,9 @@ util::Result<nlohmann::json> run_tests(engine::Engine& e, const Options& o,
                               {"bandwidth_share", st.mean * bytes / m.bandwidth},
                               {"achieved_gflops", st.mean * m.flops / 1e9}};
         if (kinds[k] != engine::Drafts::kNone) {
-          row["drafts"] = kinds[k] == engine::Drafts::kOracle ? "oracle" : "lookup";
+          row["drafts"] = kinds[k] == engine::Drafts::kOracle ? "oracle"
+                          : e.assistant() != nullptr        ? "assistant"
+                                                            : "lookup";
           row["drafted"] = drafts[k].n_drafted;
           row["accepted"] = drafts[k].n_accepted;
         }
@@ -224,7 +226,10 @@ void print_table(const nlohmann::json& doc, const Machine& m) {
         "\n%s at depth %d with %s drafts (up to %d a step): %.2f ± %.2f tok/s, %.2f× without; "
         "%d of %d drafted tokens kept (%.0f%%)",
         r["test"].get<std::string>().c_str(), r["depth"].get<int>(),
-        r["drafts"] == "oracle" ? "always-right" : "prompt-lookup", doc["draft"].get<int>(),
+        r["drafts"] == "oracle"      ? "always-right"
+        : r["drafts"] == "assistant" ? "assistant-model"
+                                     : "prompt-lookup",
+        doc["draft"].get<int>(),
         r["tokens_per_second"].get<double>(), r["sd"].get<double>(),
         r["tokens_per_second"].get<double>() / (*plain)["tokens_per_second"].get<double>(),
         accepted, drafted, drafted > 0 ? 100.0 * accepted / drafted : 0.0);

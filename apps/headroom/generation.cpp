@@ -87,9 +87,10 @@ util::Result<Session> open_session(const PlanFlags& flags, bool serving) {
   std::fprintf(stderr, "%s\n",
                plan::format_plan(s.planned.plan, s.planned.spec, s.planned.source).c_str());
   if (!s.planned.plan.fits) return util::Error(s.planned.plan.refusal());
-  HR_ASSIGN_OR_RETURN(s.engine,
-                      engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan,
-                                             {.projector = s.planned.projector}));
+  HR_ASSIGN_OR_RETURN(
+      s.engine,
+      engine::Engine::create(s.planned.file, s.planned.spec, s.planned.plan,
+                             {.projector = s.planned.projector, .drafter = s.planned.drafter}));
   for (const engine::AdapterFile& f : s.planned.adapters) {
     HR_ASSIGN_OR_RETURN(engine::AdapterInfo a, s.engine->adapters().load(f.name, f.path, f.scale));
     std::fprintf(stderr, "%s\n", describe_adapter(a).c_str());

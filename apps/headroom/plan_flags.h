@@ -23,7 +23,8 @@ struct PlanFlags {
   std::string kv_type_k = "f16", kv_type_v = "f16";
   int slots = 1;
   int ubatch = 512;
-  int draft = 0;          // speculative decoding: most tokens drafted per step (0: off)
+  int draft = -1;  // speculative decoding: most tokens drafted per step (0: off; -1: the default)
+  std::string draft_model;  // a Gemma 4 assistant drafter
   std::string kv_budget;  // e.g. 2G; empty: what the device budget leaves
   bool no_prefix_cache = false;
   std::string gpu_mem, cpu_mem, assume_gpu;
@@ -51,6 +52,7 @@ struct PlannedModel {
   plan::Plan plan;
   std::vector<engine::AdapterFile> adapters;   // --lora, checked against the model
   std::optional<engine::Projector> projector;  // --mmproj
+  std::optional<engine::Drafter> drafter;      // --draft-model
 };
 
 // Opens the model and plans the request (applying --fit if asked). Errors are one line.

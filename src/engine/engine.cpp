@@ -40,6 +40,13 @@ util::Result<Projector> open_projector(const std::string& path) {
   return p;
 }
 
+util::Result<Drafter> open_drafter(const std::string& path) {
+  HR_ASSIGN_OR_RETURN(gguf::File opened, gguf::File::open(path));
+  Drafter d{.file = std::make_shared<gguf::File>(std::move(opened))};
+  HR_ASSIGN_OR_RETURN(d.spec, model::drafter_spec_from_gguf(*d.file));
+  return d;
+}
+
 util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options) {
   util::reset_peak_rss();  // so verify()'s peak covers this engine's life, not what ran before
   const uint64_t rss_before = util::process_rss();
@@ -49,6 +56,10 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
   std::optional<Projector> projector;
   if (!options.mmproj_path.empty()) {
     HR_ASSIGN_OR_RETURN(projector, open_projector(options.mmproj_path));
+  }
+  std::optional<Drafter> drafter;
+  if (!options.draft_model_path.empty()) {
+    HR_ASSIGN_OR_RETURN(drafter, open_drafter(options.draft_model_path));
   }
   plan::DeviceOptions device_options = options.devices;
   // The scalar reference kernels are a CPU baseline: they never run on a GPU.
@@ -61,13 +72,16 @@ util::Result<std::unique_ptr<Engine>> Engine::load(const EngineOptions& options)
                            .spec = spec,
                            .devices = std::move(devices),
                            .projector_file = projector ? projector->file.get() : nullptr,
-                           .projector = projector ? &projector->spec : nullptr};
+                           .projector = projector ? &projector->spec : nullptr,
+                           .drafter_file = drafter ? drafter->file.get() : nullptr,
+                           .drafter = drafter ? &drafter->spec : nullptr};
   HR_ASSIGN_OR_RETURN(plan::Plan p, plan::plan_with_fit(in, request, options.fit));
   if (!p.fits) return util::Error(p.refusal());
   HR_ASSIGN_OR_RETURN(auto engine, create(std::move(file), std::move(spec), std::move(p),
                                           {.gpu_backend = options.gpu_backend,
                                            .trace = options.trace,
-                                           .projector = std::move(projector)}));
+                                           .projector = std::move(projector),
+                                           .drafter = std::move(drafter)}));
   for (const AdapterFile& a : options.adapters) {
     HR_TRY(engine->adapters().load(a.name, a.path, a.scale));
   }
@@ -84,6 +98,7 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   e->spec_ = std::move(spec);
   e->plan_ = std::move(plan);
   e->projector_ = std::move(parts.projector);
+  e->drafter_ = std::move(parts.drafter);
   const plan::Request& r = e->plan_.request;
   const model::Placement& placement = e->plan_.placement;
   const plan::PlanInput in = e->plan_input();
@@ -118,6 +133,12 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
                                         placement.main_device != 0 ? e->backend_.get() : nullptr,
                                         placement.layer_device));
   HR_TRY(e->load_encoders());
+  if (e->drafter_) {
+    // Planned on the CPU (plan::add_drafter), beside the layers whose cache it reads.
+    HR_ASSIGN_OR_RETURN(e->assistant_, model::load_assistant(*e->drafter_->file, e->drafter_->spec,
+                                                             *e->file_, e->spec_, *e->backend_,
+                                                             std::min(r.n_slots, r.n_ubatch)));
+  }
   return e;
 }
 
@@ -125,7 +146,9 @@ plan::PlanInput Engine::plan_input() const {
   return {.file = *file_,
           .spec = spec_,
           .projector_file = projector_ ? projector_->file.get() : nullptr,
-          .projector = projector_ ? &projector_->spec : nullptr};
+          .projector = projector_ ? &projector_->spec : nullptr,
+          .drafter_file = drafter_ ? drafter_->file.get() : nullptr,
+          .drafter = drafter_ ? &drafter_->spec : nullptr};
 }
 
 // The encoders as the plan prices them (plan/media.cpp): vision where the layers compute, audio on
@@ -207,6 +230,15 @@ Verification Engine::verify() const {
   weights.allocated += mapped.allocated + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.resident += mapped.resident + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.in_rss += mapped.in_rss + (encoders_ && host_only ? encoders_->placed_weight_bytes() : 0);
+  // The drafter's weights: read from its file's mapping.
+  if (drafter_) {
+    for (const auto& t : drafter_->file->tensors()) {
+      weights.allocated += t.n_bytes;
+      weights.resident += util::resident_bytes(t.data.data(), t.data.size());
+      weights.in_rss +=
+          std::min<uint64_t>(util::mapped_in_bytes(t.data.data(), t.data.size()), t.n_bytes);
+    }
+  }
   uint64_t kv_on_host = 0;
   for (const auto& item : plan_.items)
     kv_on_host += item.kind == plan::ItemKind::kKvCache && item.device == 0 ? item.bytes : 0;
@@ -221,6 +253,7 @@ Verification Engine::verify() const {
                                backend_->scratch_bytes() +
                                (host_backend_ ? host_backend_->scratch_bytes() : 0) +
                                (encoders_ ? encoders_->workspace_bytes() : 0) +
+                               (assistant_ ? assistant_->workspace_bytes() : 0) +
                                (audio_backend_ ? audio_backend_->scratch_bytes() : 0)};
   act.resident = act.allocated;
   act.in_rss = host_only ? act.allocated : 0;

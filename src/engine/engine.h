@@ -16,6 +16,7 @@
 #include "kv/cache.h"
 #include "mm/encoders.h"
 #include "mm/projector.h"
+#include "model/assistant.h"
 #include "model/model.h"
 #include "model/spec.h"
 #include "plan/planner.h"
@@ -35,12 +36,20 @@ struct Projector {
 // Opens a projector file and reads its encoders' description; errors are one line.
 util::Result<Projector> open_projector(const std::string& path);
 
+// A Gemma 4 assistant drafter (--draft-model, model/assistant.h) loaded beside the model.
+struct Drafter {
+  std::shared_ptr<gguf::File> file;
+  model::Spec spec;
+};
+util::Result<Drafter> open_drafter(const std::string& path);
+
 // What loading a model needs besides the request the planner answers.
 struct EngineOptions {
   std::string model_path;
   // A projector whose encoders the run loads, sized by request.image_tokens and
   // request.audio_seconds (0 leaves a modality off); empty: none.
   std::string mmproj_path;
+  std::string draft_model_path;  // a drafter the scheduler drafts with; empty: none
   plan::Request request;
   bool fit = false;  // apply the fastest alternative when the request does not fit
   plan::DeviceOptions devices{.probe = false};
@@ -95,6 +104,7 @@ class Engine {
     GpuBackendFactory gpu_backend;  // null: this build's (engine/gpu.h)
     model::TraceHook trace;
     std::optional<Projector> projector;  // the one the plan was made with, if any
+    std::optional<Drafter> drafter;      // likewise
   };
   static util::Result<std::unique_ptr<Engine>> create(std::shared_ptr<gguf::File> file,
                                                       model::Spec spec, plan::Plan plan,
@@ -114,6 +124,8 @@ class Engine {
   int n_slots() const { return cache_.config().n_slots; }
   // The CPU thread count.
   int n_threads() const { return pool_->size(); }
+  // The drafter the plan priced, loaded on the CPU beside the model; null without one.
+  model::Assistant* assistant() { return assistant_.get(); }
   // The projector's encoders, sized as planned; null without a projector.
   mm::Encoders* encoders() { return encoders_.get(); }
   const mm::Encoders* encoders() const { return encoders_.get(); }
@@ -147,6 +159,8 @@ class Engine {
   std::unique_ptr<Adapters> adapters_;
   kv::Cache cache_;
   std::optional<Projector> projector_;
+  std::optional<Drafter> drafter_;
+  std::unique_ptr<model::Assistant> assistant_;
   // Beside a GPU the audio encoder runs on a CPU backend of its own (its ops compute in host
   // memory); on the CPU it shares backend_.
   std::unique_ptr<kernels::Backend> audio_backend_;

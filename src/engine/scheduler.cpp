@@ -9,6 +9,7 @@
 #include <string>
 
 #include "engine/draft.h"
+#include "util/log.h"
 
 namespace engine {
 
@@ -188,6 +189,19 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
   top_ids_.resize(logit_rows * model::Outputs::kMaxTopK);
   top_logits_.resize(logit_rows * model::Outputs::kMaxTopK);
   logits_.resize(logit_rows * engine_.spec().n_vocab);
+  if (const model::Assistant* a = engine_.assistant()) {
+    const size_t width = engine_.spec().n_embd, rows = a->max_batch();
+    hidden_rows_.resize(logit_rows * width);
+    slot_hidden_.resize(engine_.n_slots() * width);
+    step_hidden_.resize(rows * width);
+    slot_has_hidden_.assign(engine_.n_slots(), 0);
+    draft_tokens_.resize(rows);
+    draft_pos_.resize(rows);
+    draft_slot_.resize(rows);
+    draft_ids_.resize(rows);
+    draft_top_.resize(rows);
+    assistant_wanted_.reserve(engine_.n_slots());
+  }
 }
 
 Scheduler::~Scheduler() {
@@ -311,6 +325,7 @@ bool Scheduler::admit_one(Sequence& seq, int slot) {
   }
   seq.slot = slot;
   seq.n_computed = reused;
+  if (!slot_has_hidden_.empty()) slot_has_hidden_[slot] = 0;  // a drafter waits for its sample
   if (!resuming) {
     seq.stats.admitted = Clock::now();
     seq.stats.n_cached = reused;
@@ -376,11 +391,25 @@ void Scheduler::choose_tokens(StepStats& stats) {
   }
   // What a drafted row would cost, as a share of this step so far (engine/draft.h).
   const double row_share = options_.draft_row_share.value_or(step_cost_.row_share(n));
+  assistant_wanted_.clear();
   for (auto& s : running_) {
     if (s->n_scheduled != 1 || n >= budget) continue;
-    if (const int wanted = s->draft_length.next(row_share); wanted > 0)
-      n += draft(*s, std::min(wanted, budget - n));
+    const int wanted = s->draft_length.next(row_share);
+    if (wanted <= 0) continue;
+    // A drafter drafts for every sequence without one of its own, from its hidden state.
+    if (engine_.assistant() != nullptr && !s->request.drafter) {
+      const int most = std::min(
+          {wanted, budget - n, engine_.n_ctx() - int(s->tokens.size()), s->remaining() - 1});
+      if (most > 0 && slot_has_hidden_[s->slot] &&
+          std::ssize(assistant_wanted_) < engine_.assistant()->max_batch()) {
+        assistant_wanted_.emplace_back(s.get(), most);
+        n += most;
+      }
+      continue;
+    }
+    n += draft(*s, std::min(wanted, budget - n));
   }
+  if (!assistant_wanted_.empty()) draft_with_assistant(assistant_wanted_);
   for (auto& s : running_) {
     if (s->pending() > 1 && n < budget) {
       s->n_scheduled = s->whole_media(std::min(s->pending(), budget - n));
@@ -402,6 +431,57 @@ int Scheduler::draft(Sequence& seq, int wanted) {
   seq.draft.resize(std::clamp(n, 0, most));
   seq.n_scheduled += static_cast<int>(seq.draft.size());
   return static_cast<int>(seq.draft.size());
+}
+
+// Drafts greedily with the engine's assistant for each (sequence, most drafts), all sequences in
+// one step per draft position: longest first, so a shorter one's row leaves from the end and each
+// row keeps its index and its hidden state. Every step queries the position of the sequence's
+// last token, which the model has not evaluated yet, over the cache before it. A step that fails
+// leaves the drafts made so far: drafts are only guesses.
+void Scheduler::draft_with_assistant(std::vector<std::pair<Sequence*, int>>& wanted) {
+  model::Assistant& assistant = *engine_.assistant();
+  const size_t width = engine_.spec().n_embd;
+  std::ranges::stable_sort(wanted, std::greater<>{}, &std::pair<Sequence*, int>::second);
+  for (size_t i = 0; i < wanted.size(); ++i) {
+    const Sequence& seq = *wanted[i].first;
+    std::copy_n(slot_hidden_.begin() + seq.slot * width, width, step_hidden_.begin() + i * width);
+    draft_pos_[i] = static_cast<int32_t>(seq.tokens.size()) - 2;
+    draft_slot_[i] = seq.slot;
+  }
+  for (int k = 0; k < wanted.front().second; ++k) {
+    int rows = 0;
+    while (rows < std::ssize(wanted) && wanted[rows].second > k) {
+      const Sequence& seq = *wanted[rows].first;
+      draft_tokens_[rows] = k == 0 ? seq.tokens.back() : seq.draft[k - 1];
+      ++rows;
+    }
+    const model::DraftBatch batch{.tokens = std::span(draft_tokens_).first(rows),
+                                  .pos = std::span(draft_pos_).first(rows),
+                                  .slot = std::span(draft_slot_).first(rows),
+                                  .hidden = step_hidden_.data()};
+    const util::Status status = assistant.step(batch, engine_.cache(),
+                                               {.logits = logits_.data(),
+                                                .top_k = 1,
+                                                .top_ids = draft_ids_.data(),
+                                                .top_logits = draft_top_.data()},
+                                               step_hidden_.data());
+    if (!status) {
+      util::log_warn("speculative decoding: the drafter failed ({}); this step drafts less",
+                     status.error().message());
+      break;
+    }
+    for (int i = 0; i < rows; ++i) wanted[i].first->draft.push_back(draft_ids_[i]);
+  }
+  for (auto& [seq, most] : wanted) seq->n_scheduled += static_cast<int>(seq->draft.size());
+}
+
+// The model's hidden state at output row `row`, which sampled `seq`'s last token: where its
+// next drafts start.
+void Scheduler::keep_hidden(const Sequence& seq, int row) {
+  if (slot_has_hidden_.empty()) return;
+  const size_t width = engine_.spec().n_embd;
+  std::copy_n(hidden_rows_.begin() + row * width, width, slot_hidden_.begin() + seq.slot * width);
+  slot_has_hidden_[seq.slot] = 1;
 }
 
 // Encodes the media this step evaluates into the engine's media rows, at the batch rows their
@@ -564,6 +644,7 @@ void Scheduler::sample(int n_batch, int k) {
     if (seq->n_generated == 0) seq->stats.first_token = Clock::now();
     ++seq->n_generated;
     seq->append(token);
+    keep_hidden(*seq, static_cast<int>(r));
     if (seq->logprobs) seq->request.on_logprobs(seq->logprobs->of(token));
     const bool keep =
         !seq->request.on_token || seq->request.on_token(token, seq->sampler.last_probability());
@@ -589,6 +670,8 @@ util::Result<StepStats> Scheduler::step() {
   admit();
   StepStats stats;
   if (running_.empty()) return stats;
+  // A decode step's time, drafting, forward pass and sampling, prices the next steps' drafts.
+  const auto started = Clock::now();
   choose_tokens(stats);
   make_room(stats);
   encode_media();
@@ -615,12 +698,13 @@ util::Result<StepStats> Scheduler::step() {
     batch.attend_until = std::span(batch_until_).first(n);
   }
   const int k = selection_size(n);
-  const auto started = Clock::now();
-  auto status = engine_.model().forward(batch, engine_.cache(),
-                                        {.logits = logits_.data(),
-                                         .top_k = k,
-                                         .top_ids = top_ids_.data(),
-                                         .top_logits = top_logits_.data()});
+  auto status =
+      engine_.model().forward(batch, engine_.cache(),
+                              {.logits = logits_.data(),
+                               .top_k = k,
+                               .top_ids = top_ids_.data(),
+                               .top_logits = top_logits_.data(),
+                               .hidden = hidden_rows_.empty() ? nullptr : hidden_rows_.data()});
   if (!status) {
     for (auto& s : running_) finish(*s, FinishReason::kError, status.error().message());
     running_.clear();
@@ -634,7 +718,6 @@ util::Result<StepStats> Scheduler::step() {
     if (s->n_scheduled > 0) cache.commit(s->slot, s->cache_keys(), known, s->prefix_context);
   }
   sample(n, k);
-  // A decode step's time, forward pass and sampling, prices the next steps' drafts.
   if (stats.n_prefill_tokens == 0) step_cost_.record(n, seconds(started, Clock::now()));
   // The K/V of rejected drafts stay in their cells, past the sequence's end: attention never
   // reads a position after its own, and the next steps write those positions again.

@@ -19,6 +19,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/draft.h"
@@ -88,6 +89,8 @@ class Scheduler {
   bool waits_for_a_prefill(const Sequence& seq) const;
   void choose_tokens(StepStats& stats);
   int draft(Sequence& seq, int wanted);
+  void draft_with_assistant(std::vector<std::pair<Sequence*, int>>& wanted);
+  void keep_hidden(const Sequence& seq, int row);
   void make_room(StepStats& stats);
   void encode_media();
   void preempt(Sequence& seq);
@@ -119,6 +122,15 @@ class Scheduler {
   std::vector<float> logits_;
   std::vector<int32_t> top_ids_;  // [logit rows][kMaxTopK] when a step samples from selections
   std::vector<float> top_logits_;
+  // A Gemma 4 assistant drafter (Engine::assistant) starts from the model's hidden state at the
+  // row that sampled a sequence's last token: each output row's ([logit rows][n_embd]), each
+  // slot's latest (and whether it has one since the slot was assigned), and a draft step's rows,
+  // which the step overwrites with the next ones ([rows][n_embd]) — plan::draft_hidden_rows.
+  std::vector<float> hidden_rows_, slot_hidden_, step_hidden_;
+  std::vector<uint8_t> slot_has_hidden_;
+  std::vector<int32_t> draft_tokens_, draft_pos_, draft_slot_, draft_ids_;
+  std::vector<float> draft_top_;
+  std::vector<std::pair<Sequence*, int>> assistant_wanted_;  // per step: who drafts, how many
 };
 
 // Steps `scheduler` until every request it holds has ended.

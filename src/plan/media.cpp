@@ -41,7 +41,8 @@ mm::MediaLimits media_limits(const Request& r) {
 }
 
 int64_t cpu_matmul_cols(const PlanInput& in, const Request& r) {
-  return std::max(model::max_matmul_cols(in.spec), media_matmul_cols(in, r));
+  const int64_t drafter = in.drafter != nullptr ? model::max_matmul_cols(*in.drafter) : 0;
+  return std::max({model::max_matmul_cols(in.spec), media_matmul_cols(in, r), drafter});
 }
 
 int64_t media_matmul_cols(const PlanInput& in, const Request& r) {

@@ -14,7 +14,7 @@ namespace plan {
 // The widest input of the encoders' matrix products under `r` (0 without a projector).
 int64_t media_matmul_cols(const PlanInput& in, const Request& r);
 // The widest input of a matrix product the run's CPU backend is sized for (its activation
-// scratch): the model's or an encoder's.
+// scratch): the model's, an encoder's or the drafter's.
 int64_t cpu_matmul_cols(const PlanInput& in, const Request& r);
 // The encoders' limits under `r` (what mm::Encoders::load sizes them for).
 mm::MediaLimits media_limits(const Request& r);

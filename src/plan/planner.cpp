@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/assistant.h"
 #include "model/model.h"
 #include "plan/media.h"
 #include "util/units.h"
@@ -38,6 +39,10 @@ int default_context(const model::Spec& spec) {
 
 int logit_rows(const Request& r) {
   return r.logits_all_positions ? r.n_ubatch : std::min(r.n_slots * (1 + r.n_draft), r.n_ubatch);
+}
+
+int64_t draft_hidden_rows(const Request& r) {
+  return logit_rows(r) + 2 * int64_t{r.n_slots};
 }
 
 int Plan::device_of(const WeightItem& w) const {
@@ -211,6 +216,40 @@ void add_activations(Plan& p, const PlanInput& in) {
                      .bytes = static_cast<uint64_t>(logit_rows(r)) *
                               (spec.n_vocab * sizeof(float) +
                                model::Outputs::kMaxTopK * (sizeof(int32_t) + sizeof(float)))});
+}
+
+// A drafter (model/assistant.h): on the CPU, reading the model's KV cache there, so the layers
+// must compute on the CPU; its weights stay in its file's mapping (none of it is read per token of
+// the model: a draft step reads it all once for every drafting sequence).
+util::Status add_drafter(Plan& p, const PlanInput& in) {
+  if (in.drafter == nullptr) return {};
+  if (auto read = model::assistant_cache_layers(*in.drafter, in.spec); !read) {
+    return util::errorf("plan: {}", read.error().message());
+  }
+  if (p.uses_gpu()) {
+    return util::errorf(
+        "plan: the Gemma 4 assistant drafter runs on the CPU, beside a model whose KV cache is "
+        "there — add --backend cpu, or drop --draft-model (prompt-lookup drafts with --draft run "
+        "on the GPU)");
+  }
+  const Request& r = p.request;
+  uint64_t weights = 0;
+  for (const auto& t : in.drafter_file->tensors()) weights += t.n_bytes;
+  p.items.push_back({.name = std::string(kDrafterWeightsItem),
+                     .kind = ItemKind::kWeights,
+                     .device = 0,
+                     .bytes = weights});
+  p.items.push_back(
+      {.name = std::string(kDrafterActivationsItem),
+       .kind = ItemKind::kActivations,
+       .device = 0,
+       .bytes = model::assistant_workspace_bytes(*in.drafter, std::min(r.n_slots, r.n_ubatch))});
+  p.items.push_back(
+      {.name = std::string(kDraftHiddenItem),
+       .kind = ItemKind::kHost,
+       .device = 0,
+       .bytes = static_cast<uint64_t>(draft_hidden_rows(r)) * in.spec.n_embd * sizeof(float)});
+  return {};
 }
 
 // LoRA adapters: each device holds max_loras slots for the layers it computes (model/lora.h),
@@ -465,6 +504,7 @@ util::Result<Plan> make_plan(const PlanInput& in, const Request& request) {
                      .device = 0,
                      .bytes = static_cast<uint64_t>(r.n_slots) * spec.n_vocab * 16});
   HR_TRY(add_media_items(in, p, r.n_threads > 0 ? r.n_threads : physical_cores()));
+  HR_TRY(add_drafter(p, in));
   p.kv_config = {.n_ctx = r.n_ctx,
                  .n_ubatch = r.n_ubatch,
                  .n_slots = r.n_slots,

@@ -139,7 +139,20 @@ struct PlanInput {
   // A projector (--mmproj) whose encoders the run loads; null for none.
   const gguf::File* projector_file = nullptr;
   const mm::ProjectorSpec* projector = nullptr;
+  // A Gemma 4 assistant drafter (--draft-model, model/assistant.h) the run drafts with; null for
+  // none. It runs on the CPU: its weights stay in its file's mapping.
+  const gguf::File* drafter_file = nullptr;
+  const model::Spec* drafter = nullptr;
 };
+
+// The plan items of a drafter: its weights, its activations, and the scheduler's rows of hidden
+// states it starts from.
+inline constexpr std::string_view kDrafterWeightsItem = "drafter";
+inline constexpr std::string_view kDrafterActivationsItem = "drafter activations";
+inline constexpr std::string_view kDraftHiddenItem = "draft hidden states";
+// Rows of hidden states the scheduler holds for a drafter: each output row of a step, then each
+// slot's latest, then a draft step's.
+int64_t draft_hidden_rows(const Request& r);
 
 // Whether the first n layers can compute on the CPU and the rest on the GPU: no layer reads the
 // KV cache of a layer on the other side of the split.

@@ -36,8 +36,12 @@ of the sequence, drafter token_embd row j = sum over t with f[t] = j of 8 y(t)/|
 fed token t picks f[t]. --oracle-input hidden: W_pre = [0, B] (token ignored), h_i = the
 reference target's post-norm hidden at position i (f32 cache), row s_{i+2} += 8 y_i/|y_i| with
 y_i = RMSNorm(B h_i), so a step at P = i+1 fed h_{P-1} picks s_{P+1}. A and B are N(0, 1/N_b);
-other rows are 0. After writing, reference_assistant.py's run() checks every position (f32
-cache) and the result is printed; exit 1 if fewer than 90 % agree.
+other rows are 0. Those sums alone fail where the y are correlated (the target's hidden states
+share a large common direction, and a greedy loop sends many to one row): perceptron steps then
+move rows until every y's pick beats all other rows by 2 sqrt(N_d) (a quarter of a lone row's
+8 sqrt(N_d)); a line on stdout gives the steps and the margin. After writing,
+reference_assistant.py's run() checks every position P = 1..n-2 (f32 cache; token: 3-step
+chains following f) and prints how many agree; exit 1 if fewer than 90 % do.
 """
 
 import argparse
@@ -100,8 +104,8 @@ def oracle_rows(V, N_d, ys, targets):
     direction; a greedy loop sends many of them to one row) can make a row of many summed y win
     everywhere, so perceptron steps follow: while some y's target logit does not beat every other
     row by ORACLE_SCALE·sqrt(N_d)/4, add y/|y| to its target row and subtract it from the best
-    other row (at most ORACLE_PASSES passes; a wanted margin only a different target can break
-    is one a nearly coinciding y of another target is blocking)."""
+    other row (at most ORACLE_PASSES passes: a y that nearly coincides with a y of another
+    target cannot be separated; the check then reports its position)."""
     Y = np.asarray(ys, dtype=np.float64)
     yn = Y / np.linalg.norm(Y, axis=1, keepdims=True)
     tg = np.asarray(targets)

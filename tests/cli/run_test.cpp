@@ -40,6 +40,42 @@ TEST(Run, SameSeedSameTextOtherSeedOtherText) {
   EXPECT_NE(a, sample(12));
 }
 
+// --draft-model with a Gemma 4 assistant drafter: the plan lists what the drafter costs, the text
+// is the one without it, and the evidence line counts the drafts; a drafter file alone, or a
+// drafter beside a GPU plan, is refused with what to do instead.
+TEST(Run, ADraftModelLeavesTheTextAsItIsAndIsPlanned) {
+  const auto dir = testing_util::temp_dir();
+  const std::string target = (dir / "tiny-e.gguf").string(), drafter = (dir / "mtp.gguf").string();
+  std::string out, err;
+  ASSERT_EQ(testing_util::run_command(
+                headroom() + " synth --arch gemma4 --shape tiny-e -o " + target, &out, &err),
+            0)
+      << err;
+  const auto script = testing_util::source_dir() / "tests/reference/write_assistant.py";
+  ASSERT_EQ(testing_util::run_command("/usr/bin/python3 " + script.string() + " " + target +
+                                          " -o " + drafter + " --n-embd 64",
+                                      &out, &err),
+            0)
+      << err;
+  const std::string run =
+      headroom() + " run -m " + target + " -p 'Once upon a time' -n 24 --temp 0";
+  std::string plain, plain_err, drafted, drafted_err;
+  ASSERT_EQ(testing_util::run_command(run, &plain, &plain_err), 0) << plain_err;
+  ASSERT_EQ(testing_util::run_command(run + " --draft-model " + drafter, &drafted, &drafted_err), 0)
+      << drafted_err;
+  EXPECT_EQ(drafted, plain);
+  for (const char* item : {"drafter", "drafter activations", "draft hidden states"})
+    EXPECT_NE(drafted_err.find(item), std::string::npos) << item << " in the plan\n" << drafted_err;
+  EXPECT_NE(drafted_err.find("drafts: "), std::string::npos) << drafted_err;
+  EXPECT_NE(testing_util::run_command(headroom() + " run -m " + drafter + " -p hi", &out, &err), 0);
+  EXPECT_NE(err.find("--draft-model"), std::string::npos) << err;
+  EXPECT_NE(testing_util::run_command(headroom() + " plan -m " + target + " --draft-model " +
+                                          drafter + " --assume-gpu 1G@100",
+                                      &out, &err),
+            0);
+  EXPECT_NE(err.find("--backend cpu"), std::string::npos) << err;
+}
+
 TEST(Run, PromptLongerThanTheContextIsRefusedWithBothCounts) {
   std::string prompt;
   for (int i = 0; i < 100; ++i) prompt += "Once upon a time ";

@@ -68,7 +68,7 @@ INSTANTIATE_TEST_SUITE_P(Table, CpuThreads,
 
 // The scheduler's "32 concurrent = alone": a token's attention does not depend on the tokens
 // batched with it, over every cache type, head size (rows of 4 KV heads fill whole blocks) and
-// window.
+// window, nor in a prefill's batch of 24 tokens in runs of three of two sequences.
 TEST(CpuBackend, ATokensAttentionAloneHasTheBitsItHasInsideABatch) {
   const DType types[] = {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0};
   for (Isa isa : isas()) {
@@ -100,6 +100,26 @@ TEST(CpuBackend, ATokensAttentionAloneHasTheBitsItHasInsideABatch) {
                            spans + 1, window, scale});
             EXPECT_EQ(
                 std::memcmp(alone.data(), batch.data() + per_token, per_token * sizeof(float)), 0);
+            constexpr int kPrefill = 24;
+            const kernels::KvSpan* prefill_spans[kPrefill];
+            int32_t prefill_pos[kPrefill];
+            for (int t = 0; t < kPrefill; ++t) {
+              const bool in_a = t / 3 % 2 == 0;
+              prefill_spans[t] = in_a ? a_span : spans[1];
+              prefill_pos[t] = in_a ? 12 + t : t % 21;
+            }
+            const auto pq = backend_cases::random_floats(per_token * kPrefill, 7);
+            std::vector<float> tiled(pq.size(), NAN);
+            cpu.attention({kPrefill, kHeads, head_dim, pq.data(), tiled.data(), prefill_pos,
+                           prefill_spans, window, scale});
+            for (int t = 0; t < kPrefill; ++t) {
+              cpu.attention({1, kHeads, head_dim, pq.data() + t * per_token, alone.data(),
+                             prefill_pos + t, prefill_spans + t, window, scale});
+              EXPECT_EQ(std::memcmp(alone.data(), tiled.data() + t * per_token,
+                                    per_token * sizeof(float)),
+                        0)
+                  << "token " << t << " of a prefill";
+            }
           }
         }
       }

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -112,28 +113,27 @@ TEST(CudaCacheRows, StoresEncodeExactlyAsTheQuantizer) {
 
 // --- The split of the context --------------------------------------------------------------------
 
+// Every tile of the cells belongs to one chunk, tile c to chunk c mod kAttnMaxSplits, whatever
+// the number of cells: a chunk never changes which cells it adds as the cache grows.
 TEST(CudaAttentionSplit, ChunksCoverEveryCellOnce) {
   std::vector<int> cell_counts;
   for (int n = 0; n <= 1100; ++n) cell_counts.push_back(n);
   for (int n : {4095, 4096, 4097, 32768, 131072 + 7, 1 << 20}) cell_counts.push_back(n);
-  for (int n_split = 1; n_split <= kernels::kAttnMaxSplits; ++n_split) {
-    for (int n_cells : cell_counts) {
-      const int n_chunks = cu::attn_chunk_count(n_split, n_cells);
-      ASSERT_GE(n_chunks, 1);
-      ASSERT_LE(n_chunks, n_split);
-      if (n_cells >= n_split * cu::kAttnTileCells) {
-        ASSERT_EQ(n_chunks, n_split) << n_cells;
+  const int C = cu::kAttnTileCells;
+  for (int n_cells : cell_counts) {
+    const int n_chunks = cu::attn_chunk_count(n_cells);
+    ASSERT_GE(n_chunks, 1);
+    ASSERT_LE(n_chunks, kernels::kAttnMaxSplits);
+    ASSERT_EQ(n_chunks, std::clamp((n_cells + C - 1) / C, 1, kernels::kAttnMaxSplits)) << n_cells;
+    std::vector<int> seen(static_cast<size_t>(n_cells), 0);
+    for (int chunk = 0; chunk < n_chunks; ++chunk) {
+      for (int tile = cu::attn_chunk_first_cell(chunk); tile < n_cells;
+           tile += cu::kAttnChunkStride) {
+        ASSERT_EQ(tile / C % kernels::kAttnMaxSplits, chunk);
+        for (int c = tile; c < std::min(n_cells, tile + C); ++c) ++seen[c];
       }
-      int next = 0;
-      for (int s = 0; s < n_chunks; ++s) {
-        const cu::CellRange r = cu::attn_chunk_cells(s, n_chunks, n_cells);
-        ASSERT_EQ(r.begin, next) << "split " << s << " of " << n_chunks << " over " << n_cells;
-        ASSERT_TRUE(r.end > r.begin || n_cells == 0) << "an empty chunk over " << n_cells;
-        ASSERT_LE(r.end - r.begin, n_cells / n_chunks + 1);
-        next = r.end;
-      }
-      ASSERT_EQ(next, n_cells);
     }
+    ASSERT_TRUE(std::all_of(seen.begin(), seen.end(), [](int n) { return n == 1; })) << n_cells;
   }
 }
 
@@ -150,7 +150,8 @@ TEST(CudaAttentionSplit, BlocksServeEveryQueryHeadAndChunkOnce) {
           ASSERT_GE(plan.n_split, 1);
           ASSERT_LE(plan.n_split, kernels::kAttnMaxSplits);
           const int group = n_head / n_head_kv;
-          std::vector<int> served(static_cast<size_t>(n_head) * plan.n_split, 0);
+          constexpr int kChunks = kernels::kAttnMaxSplits;  // a long context's
+          std::vector<int> served(static_cast<size_t>(n_head) * kChunks, 0);
           for (int block = 0; block < blocks; ++block) {
             const cu::AttnBlockWork w = cu::attn_block_work(plan, n_head_kv, block);
             if (!w.valid) continue;
@@ -159,12 +160,12 @@ TEST(CudaAttentionSplit, BlocksServeEveryQueryHeadAndChunkOnce) {
             ASSERT_LT(w.split, plan.n_split);
             for (int h = w.first_head; h < w.first_head + w.n_heads; ++h) {
               ASSERT_EQ(h / group, w.kv_head) << "query head " << h << " is not of its KV head";
-              ++served[static_cast<size_t>(h) * plan.n_split + w.split];
+              for (int chunk = w.split; chunk < kChunks; chunk += plan.n_split)
+                ++served[static_cast<size_t>(h) * kChunks + chunk];
             }
           }
           for (size_t i = 0; i < served.size(); ++i)
-            ASSERT_EQ(served[i], 1)
-                << "query head " << i / plan.n_split << " chunk " << i % plan.n_split;
+            ASSERT_EQ(served[i], 1) << "query head " << i / kChunks << " chunk " << i % kChunks;
         }
       }
     }
@@ -228,6 +229,9 @@ const uint8_t* cell_row(const uint8_t* const* blocks, int cells_per_block, size_
   return blocks[cell / cells_per_block] + static_cast<size_t>(cell % cells_per_block) * row_bytes;
 }
 
+void run_chunk(const AttentionBatch& b, const cu::AttnBlockWork& work, int chunk, int t,
+               std::vector<int>& written);
+
 // Block `block` of token t of kernel 1 (attention.cu, attention_chunks_kernel), run on the host in
 // the kernel's steps: tiles; per tile the teams' dot products by unit, the softmax of each head,
 // and the teams' sums of weighted values; at the end the teams' sums in team order. Counts the
@@ -238,9 +242,15 @@ void run_chunk_block(const AttentionBatch& b, int blocks_per_token, int block, i
   const cu::AttnSplitPlan plan = cu::attn_split_plan(blocks_per_token, b.n_head, kv.n_head_kv);
   const cu::AttnBlockWork work = cu::attn_block_work(plan, kv.n_head_kv, block);
   if (!work.valid) return;
-  const int n_chunks = cu::attn_chunk_count(plan.n_split, kv.n_cells);
-  if (work.split >= n_chunks) return;
-  const cu::CellRange cells = cu::attn_chunk_cells(work.split, n_chunks, kv.n_cells);
+  const int n_chunks = cu::attn_chunk_count(kv.n_cells);
+  for (int chunk = work.split; chunk < n_chunks; chunk += plan.n_split)
+    run_chunk(b, work, chunk, t, written);
+}
+
+// One chunk of a block of kernel 1: its tiles, then its state.
+void run_chunk(const AttentionBatch& b, const cu::AttnBlockWork& work, int chunk, int t,
+               std::vector<int>& written) {
+  const KvSpan& kv = *b.kv[t];
   const int d = b.head_dim, n_heads = work.n_heads;
   const cu::AttnTeams teams = cu::attn_teams(d);
   const int q_stride = teams.units * cu::kAttnUnit;
@@ -257,8 +267,9 @@ void run_chunk_block(const AttentionBatch& b, int blocks_per_token, int block, i
   std::vector<float> acc(static_cast<size_t>(teams.n_teams) * n_heads * q_stride, 0.0f);
   std::vector<cu::SoftmaxRun> runs(n_heads);
   const int C = cu::kAttnTileCells;
-  for (int tile = cells.begin; tile < cells.end; tile += C) {
-    const int n_tile = std::min(C, cells.end - tile);
+  for (int tile = cu::attn_chunk_first_cell(chunk); tile < kv.n_cells;
+       tile += cu::kAttnChunkStride) {
+    const int n_tile = std::min(C, kv.n_cells - tile);
     // 1. Scores: the dot products of each unit, added within each warp of the team.
     std::vector<float> parts(static_cast<size_t>(cu::kAttnMaxParts) * n_heads * C, 0.0f);
     std::vector<bool> visible(C, false);
@@ -323,7 +334,7 @@ void run_chunk_block(const AttentionBatch& b, int blocks_per_token, int block, i
   }
   for (int h = 0; h < n_heads; ++h) {
     const int head = work.first_head + h;
-    float* state = b.partials + cu::attn_partial_offset(t, b.n_head, head, work.split, d);
+    float* state = b.partials + cu::attn_partial_offset(t, b.n_head, head, chunk, d);
     for (int j = 0; j < d; ++j) {
       float sum = 0.0f;
       for (int team = 0; team < teams.n_teams; ++team)
@@ -332,7 +343,7 @@ void run_chunk_block(const AttentionBatch& b, int blocks_per_token, int block, i
     }
     state[d] = runs[h].m;
     state[d + 1] = runs[h].l;
-    ++written[(static_cast<size_t>(t) * b.n_head + head) * kernels::kAttnMaxSplits + work.split];
+    ++written[(static_cast<size_t>(t) * b.n_head + head) * kernels::kAttnMaxSplits + chunk];
   }
 }
 
@@ -346,8 +357,7 @@ void run_split_attention(const AttentionBatch& b, int n_sm) {
   const int d = b.head_dim;
   for (int t = 0; t < b.n_tokens; ++t) {
     const KvSpan& kv = *b.kv[t];
-    const int n_split = cu::attn_split_plan(blocks, b.n_head, kv.n_head_kv).n_split;
-    const int n_chunks = cu::attn_chunk_count(n_split, kv.n_cells);
+    const int n_chunks = cu::attn_chunk_count(kv.n_cells);
     for (int h = 0; h < b.n_head; ++h) {
       for (int s = 0; s < kernels::kAttnMaxSplits; ++s) {
         ASSERT_EQ(written[(static_cast<size_t>(t) * b.n_head + h) * kernels::kAttnMaxSplits + s],
@@ -487,6 +497,45 @@ TEST(CudaAttentionSplit, NothingVisibleGivesZeros) {
   batch.partials = partials.data();
   run_split_attention(batch, 132);
   EXPECT_TRUE(std::all_of(out.begin(), out.end(), [](float v) { return v == 0.0f; }));
+}
+
+// A query's output is the same bits whatever else its step holds: alone over the cells up to its
+// own, and as the first row of a verification step of five whose cache holds their cells too (and
+// a sixth block of cells beyond), on grids of 132 and 3 SMs. Positions past 64·16 cells, so
+// chunks hold several tiles.
+TEST(CudaAttentionSplit, AQueryGivesTheSameBitsInEveryStep) {
+  for (const Shape& shape : {Shape{8, 1, 256}, Shape{8, 2, 512}, Shape{32, 4, 128}}) {
+    for (int q_pos : {40, 200, 1500}) {
+      Cache cache(DType::kF16, DType::kF16, shape.n_head_kv, shape.head_dim, q_pos + 5 + 16, 11);
+      std::iota(cache.pos.begin(), cache.pos.end(), 0);  // cell c holds position c
+      const int64_t width = static_cast<int64_t>(shape.n_head) * shape.head_dim;
+      const auto q = random_floats(5 * width, 17);
+      auto run = [&](int n_tokens, int n_cells, int n_sm) {
+        KvSpan span = cache.span;
+        span.n_cells = n_cells;
+        std::vector<const KvSpan*> spans(n_tokens, &span);
+        std::vector<int32_t> pos(n_tokens);
+        for (int i = 0; i < n_tokens; ++i) pos[i] = q_pos + i;
+        std::vector<float> out(n_tokens * width),
+            partials(static_cast<size_t>(n_tokens) * shape.n_head * kernels::kAttnMaxSplits *
+                     (shape.head_dim + 2));
+        AttentionBatch b{n_tokens,   shape.n_head, shape.head_dim, q.data(),
+                         out.data(), pos.data(),   spans.data(),   0,
+                         0.0625f};
+        b.partials = partials.data();
+        run_split_attention(b, n_sm);
+        return std::vector<float>(out.begin(), out.begin() + width);
+      };
+      SCOPED_TRACE(testing::Message() << shape.n_head << " heads over " << shape.n_head_kv << " of "
+                                      << shape.head_dim << ", query at " << q_pos);
+      const std::vector<float> alone = run(1, q_pos + 1, 132);
+      for (int n_sm : {132, 3}) {
+        EXPECT_EQ(run(5, q_pos + 5, n_sm), alone) << n_sm << " SMs";
+        EXPECT_EQ(run(5, q_pos + 5 + 16, n_sm), alone) << n_sm << " SMs, a block more";
+        EXPECT_EQ(run(1, q_pos + 5 + 16, n_sm), alone) << n_sm << " SMs, alone, a block more";
+      }
+    }
+  }
 }
 
 // --- attn_prep -----------------------------------------------------------------------------------

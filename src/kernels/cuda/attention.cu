@@ -67,8 +67,9 @@ __device__ __forceinline__ void quantize_act_lane(float x, int lane, int8_t* qua
 // --- Decode attention, kernel 1: one chunk of the context for the query heads of a KV head -------
 //
 // Block (b, t) of the grid (blocks_per_token, T) finds its work with attn_block_work: KV head g,
-// query heads [first_head, first_head + n_heads) of g's group, chunk `split` of the token's cells.
-// The chunk is walked in tiles of kAttnTileCells cells, each in three steps separated by barriers:
+// query heads [first_head, first_head + n_heads) of g's group, chunks split, split + n_split, … of
+// the token's cells (attn_chunk_count). Each chunk is walked in its tiles of kAttnTileCells cells
+// (kAttnChunkStride apart), each in three steps separated by barriers:
 //   1. scores: team j of the block reads the K rows of cells j, j + n_teams, … of the tile (its
 //      thread u the head's values [8u, 8u + 8), with 16-byte loads for f16/f32) and forms their
 //      dot products with every query head at once, so a row is read once for the group; a team's
@@ -77,8 +78,8 @@ __device__ __forceinline__ void quantize_act_lane(float x, int lane, int8_t* qua
 //      (softmax_advance), writing the tile's weights exp(s − m) and the factor that rescales acc.
 //   3. values: the teams read the V rows of the same cells, and each thread adds weight · v to its
 //      accumulators acc[head][8] (registers).
-// At the end the teams' accumulators are summed (in team order) and written, with each head's m
-// and l, to the partials. Invisible cells are skipped without reading their rows.
+// At the end of a chunk the teams' accumulators are summed (in team order) and written, with each
+// head's m and l, to the chunk's partials. Invisible cells are skipped without reading their rows.
 
 // Cells whose rows a thread loads before it uses any: loads in flight per thread.
 constexpr int kCellsInFlight = 4;
@@ -231,7 +232,7 @@ __device__ __forceinline__ void accumulate_tile(const ChunkShared& sh, const Chu
 __device__ __forceinline__ void write_chunk_state(ChunkShared& sh, const ChunkThread& th,
                                                   const float (&acc)[kAttnBlockHeads][kAttnUnit],
                                                   const SoftmaxRun& run, const AttentionBatch& b,
-                                                  int t) {
+                                                  int t, int chunk) {
   float* sums = sh.rows;
   const int n_heads = th.work.n_heads;
   for (int i = threadIdx.x; i < n_heads * th.q_stride; i += blockDim.x) sums[i] = 0.0f;
@@ -251,13 +252,13 @@ __device__ __forceinline__ void write_chunk_state(ChunkShared& sh, const ChunkTh
   const int d = b.head_dim;
   for (int i = threadIdx.x; i < n_heads * d; i += blockDim.x) {
     const int h = i / d, j = i % d;
-    b.partials[attn_partial_offset(t, b.n_head, th.work.first_head + h, th.work.split, d) + j] =
+    b.partials[attn_partial_offset(t, b.n_head, th.work.first_head + h, chunk, d) + j] =
         sums[h * th.q_stride + j];
   }
   const int warp = threadIdx.x / 32;
   if (warp < n_heads && threadIdx.x % 32 == 0) {
     float* state =
-        b.partials + attn_partial_offset(t, b.n_head, th.work.first_head + warp, th.work.split, d);
+        b.partials + attn_partial_offset(t, b.n_head, th.work.first_head + warp, chunk, d);
     state[d] = run.m;
     state[d + 1] = run.l;
   }
@@ -272,9 +273,8 @@ __global__ void __launch_bounds__(kAttnThreads)
   const AttnSplitPlan plan = attn_split_plan(blocks_per_token, b.n_head, th.kv.n_head_kv);
   th.work = attn_block_work(plan, th.kv.n_head_kv, static_cast<int>(blockIdx.x));
   if (!th.work.valid) return;
-  const int n_chunks = attn_chunk_count(plan.n_split, th.kv.n_cells);
-  if (th.work.split >= n_chunks) return;  // the context is too short for this chunk
-  const CellRange cells = attn_chunk_cells(th.work.split, n_chunks, th.kv.n_cells);
+  const int n_chunks = attn_chunk_count(th.kv.n_cells);
+  if (th.work.split >= n_chunks) return;  // the context is too short for this block's chunks
 
   const int d = b.head_dim;
   th.q_pos = b.pos[t];
@@ -290,25 +290,29 @@ __global__ void __launch_bounds__(kAttnThreads)
   th.n_valid = d - th.unit * kAttnUnit < kAttnUnit ? d - th.unit * kAttnUnit : kAttnUnit;
 
   const float* q = b.q + (static_cast<int64_t>(t) * b.n_head + th.work.first_head) * d;
-  for (int i = threadIdx.x; i < th.work.n_heads * th.q_stride; i += blockDim.x) {
-    const int h = i / th.q_stride, j = i % th.q_stride;
-    sh.rows[i] = j < d ? q[h * d + j] : 0.0f;
-  }
-  __syncthreads();
-
-  float acc[kAttnBlockHeads][kAttnUnit] = {};
-  SoftmaxRun run;  // warp h's, for head h
   const int warp = static_cast<int>(threadIdx.x) / 32;
-  for (int tile = cells.begin; tile < cells.end; tile += kAttnTileCells) {
-    const int n_tile = cells.end - tile < kAttnTileCells ? cells.end - tile : kAttnTileCells;
-    score_tile(sh, th, tile, n_tile);
+  const int n_cells = th.kv.n_cells;
+  for (int chunk = th.work.split; chunk < n_chunks; chunk += plan.n_split) {
+    // The query rows (the previous chunk's state was summed where they lie).
+    for (int i = threadIdx.x; i < th.work.n_heads * th.q_stride; i += blockDim.x) {
+      const int h = i / th.q_stride, j = i % th.q_stride;
+      sh.rows[i] = j < d ? q[h * d + j] : 0.0f;
+    }
     __syncthreads();
-    if (warp < th.work.n_heads) softmax_tile(sh, run, warp, n_tile, th.teams.n_parts, b.scale);
-    __syncthreads();
-    accumulate_tile(sh, th, tile, n_tile, acc);
-    __syncthreads();  // the tile's shared state is read before the next tile writes it
+    float acc[kAttnBlockHeads][kAttnUnit] = {};
+    SoftmaxRun run;  // warp h's, for head h
+    for (int tile = attn_chunk_first_cell(chunk); tile < n_cells; tile += kAttnChunkStride) {
+      const int n_tile = n_cells - tile < kAttnTileCells ? n_cells - tile : kAttnTileCells;
+      score_tile(sh, th, tile, n_tile);
+      __syncthreads();
+      if (warp < th.work.n_heads) softmax_tile(sh, run, warp, n_tile, th.teams.n_parts, b.scale);
+      __syncthreads();
+      accumulate_tile(sh, th, tile, n_tile, acc);
+      __syncthreads();  // the tile's shared state is read before the next tile writes it
+    }
+    write_chunk_state(sh, th, acc, run, b, t, chunk);
+    __syncthreads();  // the sums are read before the next chunk's query rows replace them
   }
-  write_chunk_state(sh, th, acc, run, b, t);
 }
 
 // --- Decode attention, kernel 2: the chunks of each head combined -------------------------------
@@ -318,12 +322,10 @@ __global__ void __launch_bounds__(kAttnThreads)
 
 constexpr int kCombineThreads = 128;
 
-__global__ void __launch_bounds__(kCombineThreads)
-    attention_combine_kernel(AttentionBatch b, int blocks_per_token) {
+__global__ void __launch_bounds__(kCombineThreads) attention_combine_kernel(AttentionBatch b) {
   const int t = blockIdx.y;
   const KvSpan* kv = b.kv[t];
-  const AttnSplitPlan plan = attn_split_plan(blocks_per_token, b.n_head, kv->n_head_kv);
-  const int n_chunks = attn_chunk_count(plan.n_split, kv->n_cells);
+  const int n_chunks = attn_chunk_count(kv->n_cells);
   const int d = b.head_dim;
   const int64_t width = static_cast<int64_t>(b.n_head) * d;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
@@ -447,7 +449,7 @@ cudaError_t launch_split_attention(const AttentionBatch& batch, int n_sm, cudaSt
   if (const cudaError_t err = cudaGetLastError(); err != cudaSuccess) return err;
   const int64_t width = static_cast<int64_t>(batch.n_head) * batch.head_dim;
   attention_combine_kernel<<<dim3(blocks_for(width, kCombineThreads), batch.n_tokens),
-                             kCombineThreads, 0, stream>>>(batch, blocks);
+                             kCombineThreads, 0, stream>>>(batch);
   return cudaGetLastError();
 }
 

@@ -5,10 +5,10 @@
 // Decode attention is split over the context (AttentionBatch::partials). Kernel 1's grid is
 // (blocks_per_token, T), chosen on the host from T, n_head and the GPU's SM count only; every
 // block derives on the device, from the KvSpan it reads, which KV head, which query heads of its
-// group and which chunk of the cells it handles (attn_split_plan, attn_block_work,
-// attn_chunk_cells). So a CUDA graph recorded at one context length replays correctly at another.
-// A block reads each K/V row of its chunk once for all its query heads, keeps an online softmax
-// (m, l, acc) per head and writes it to the partials; kernel 2 combines a head's chunks
+// group and which chunks of the cells it handles (attn_split_plan, attn_block_work,
+// attn_chunk_count). So a CUDA graph recorded at one context length replays correctly at another.
+// A block reads each K/V row of its chunks once for all its query heads, keeps an online softmax
+// (m, l, acc) per head and chunk and writes it to the partials; kernel 2 combines a head's chunks
 // (attn_combine_value) and writes the output and its 8-bit form.
 #pragma once
 
@@ -50,7 +50,7 @@ struct AttnSplitPlan {
   int group = 1;            // query heads per KV head
   int n_sub = 1;            // blocks sharing a group's heads (each ≤ kAttnBlockHeads of them)
   int heads_per_block = 1;  // the group's heads per subgroup (the last may have fewer)
-  int n_split = 1;          // chunks of the context per (KV head, subgroup), at most
+  int n_split = 1;          // blocks per (KV head, subgroup), each serving every n_split-th chunk
 };
 
 // How a token's blocks_per_token blocks divide its work; n_head_kv is read on the device.
@@ -70,7 +70,7 @@ struct AttnBlockWork {
   int kv_head = 0;
   int first_head = 0;  // query heads [first_head, first_head + n_heads)
   int n_heads = 0;
-  int split = 0;  // its chunk of the cells (attn_chunk_cells)
+  int split = 0;  // its chunks: split, split + n_split, … (below attn_chunk_count)
 };
 
 // Block `block` of a token: consecutive blocks take the chunks of one (KV head, subgroup).
@@ -90,22 +90,25 @@ HR_HOST_DEVICE constexpr AttnBlockWork attn_block_work(const AttnSplitPlan& p, i
   return w;
 }
 
-// Chunks a context of n_cells cells is cut into: n_split, fewer when a chunk would hold less than
-// a tile, one when there are no cells (its state says "nothing visible").
-HR_HOST_DEVICE constexpr int attn_chunk_count(int n_split, int n_cells) {
-  const int by_size = (n_cells + kAttnTileCells - 1) / kAttnTileCells;
-  return by_size < 1 ? 1 : by_size < n_split ? by_size : n_split;
+// The chunks of a context of n_cells cells: tile c (cells [c·kAttnTileCells, (c+1)·kAttnTileCells))
+// belongs to chunk c mod kAttnMaxSplits. So which cells a chunk holds, the order it adds them in,
+// and the state a query reaches in it depend on neither the cells the cache holds past the query
+// nor the grid (T, SMs): a row's output is the same bits in a step of one token as in a
+// verification step of several, whose cache holds the drafts' cells too. (Cutting the cells into
+// n_split equal ranges moved the chunks' borders with n_cells, and a verification step's greedy
+// picks then differed from plain decoding's at near-ties: bench/RESULTS.md, 2026-11-28 H200 run.)
+// The count: one chunk per tile up to kAttnMaxSplits, one when there are no cells (its state says
+// "nothing visible").
+HR_HOST_DEVICE constexpr int attn_chunk_count(int n_cells) {
+  const int tiles = (n_cells + kAttnTileCells - 1) / kAttnTileCells;
+  return tiles < 1 ? 1 : tiles < kAttnMaxSplits ? tiles : kAttnMaxSplits;
 }
 
-struct CellRange {
-  int begin = 0, end = 0;
-};
-
-// Cells [begin, end) of chunk `split` of n_chunks: consecutive, sizes differing by at most one.
-HR_HOST_DEVICE constexpr CellRange attn_chunk_cells(int split, int n_chunks, int n_cells) {
-  return {static_cast<int>(static_cast<int64_t>(split) * n_cells / n_chunks),
-          static_cast<int>(static_cast<int64_t>(split + 1) * n_cells / n_chunks)};
+// The first cell of chunk `chunk`'s tiles, and the distance between them.
+HR_HOST_DEVICE constexpr int attn_chunk_first_cell(int chunk) {
+  return chunk * kAttnTileCells;
 }
+inline constexpr int kAttnChunkStride = kAttnMaxSplits * kAttnTileCells;
 
 // How kernel 1's threads share a row: a team of team_size threads (a power of two) reads one row,
 // thread u of the team the values [8u, 8u + 8) of the head; n_teams teams read different cells.

@@ -43,6 +43,14 @@ void add_doctor(CLI::App& app, int& exit_code) {
       exit_code = kExitBadInput;
       return;
     }
+    if (!o->plan.draft_model.empty()) {
+      std::fprintf(stderr,
+                   "doctor: it measures the model alone — drop --draft-model (`headroom plan "
+                   "--draft-model` shows the drafter's memory, `headroom bench --draft-model` its "
+                   "speed)\n");
+      exit_code = kExitBadInput;
+      return;
+    }
     auto planned = plan_model(o->plan);
     if (!planned) {
       std::fprintf(stderr, "doctor: %s\n", planned.error().message().c_str());

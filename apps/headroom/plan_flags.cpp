@@ -48,7 +48,8 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
                   "tokens that followed the last earlier occurrence of the latest n-gram), or "
                   "with --draft-model, and verify them in one pass, fewer or none while drafts do "
                   "not pay for their measured cost; the output is unchanged (default 0: off; 3 "
-                  "with --draft-model)");
+                  "with --draft-model)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--draft-model", f.draft_model,
                   "Speculative decoding with a Gemma 4 assistant (MTP) drafter GGUF, in the form "
                   "llama.cpp reads: it drafts from the model's own hidden state and KV cache, "
@@ -209,6 +210,8 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   HR_ASSIGN_OR_RETURN(r.v_type, kv_type(f.kv_type_v, "--kv-type-v"));
   r.n_slots = f.slots;
   r.n_ubatch = f.ubatch;
+  if (f.draft == 0 && !f.draft_model.empty())
+    return util::errorf("--draft 0 turns drafting off: drop --draft-model, or give --draft N > 0");
   r.n_draft = f.draft >= 0 ? f.draft : f.draft_model.empty() ? 0 : kDefaultAssistantDrafts;
   r.n_threads = f.kernels.threads;
   r.reference_kernels = f.kernels.reference();

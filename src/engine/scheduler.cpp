@@ -409,7 +409,12 @@ void Scheduler::choose_tokens(StepStats& stats) {
     }
     n += draft(*s, std::min(wanted, budget - n));
   }
-  if (!assistant_wanted_.empty()) draft_with_assistant(assistant_wanted_);
+  if (!assistant_wanted_.empty()) {
+    draft_with_assistant(assistant_wanted_);
+    // A failed drafter step drafts less than was counted: prompt chunks take the rest.
+    for (const auto& [seq, most] : assistant_wanted_)
+      n -= most - static_cast<int>(seq->draft.size());
+  }
   for (auto& s : running_) {
     if (s->pending() > 1 && n < budget) {
       s->n_scheduled = s->whole_media(std::min(s->pending(), budget - n));
@@ -441,7 +446,7 @@ int Scheduler::draft(Sequence& seq, int wanted) {
 void Scheduler::draft_with_assistant(std::vector<std::pair<Sequence*, int>>& wanted) {
   model::Assistant& assistant = *engine_.assistant();
   const size_t width = engine_.spec().n_embd;
-  std::ranges::stable_sort(wanted, std::greater<>{}, &std::pair<Sequence*, int>::second);
+  std::ranges::sort(wanted, std::greater<>{}, &std::pair<Sequence*, int>::second);
   for (size_t i = 0; i < wanted.size(); ++i) {
     const Sequence& seq = *wanted[i].first;
     std::copy_n(slot_hidden_.begin() + seq.slot * width, width, step_hidden_.begin() + i * width);

@@ -271,6 +271,14 @@ util::Result<std::vector<int>> assistant_cache_layers(const Spec& drafter, const
                       attention_kind_name(l.kind), l.il, l.n_head_kv, l.head_dim, l.window, source,
                       t.n_head_kv, t.head_dim, t.window));
     }
+    // Its queries must turn as the keys it reads were turned, or no key matches its query.
+    if (l.rope.n_rot != t.rope.n_rot || l.rope.inv_freq != t.rope.inv_freq) {
+      return unfit(fmt::format(
+          "its {} layer {} applies RoPE (base {}, {} dims{}) unlike the layer {} whose keys it "
+          "reads (base {}, {} dims)",
+          attention_kind_name(l.kind), l.il, l.rope.theta, l.rope.n_rot,
+          l.is_sliding() ? "" : ", rope_freqs", source, t.rope.theta, t.rope.n_rot));
+    }
     read.push_back(source);
   }
   return read;

@@ -278,6 +278,34 @@ util::Result<Spec> gemma4_spec(const gguf::File& file) {
   return s;
 }
 
+// A drafter layer's widths as its tensors have them (the planner prices them before the weights
+// are bound), and the projections' against the two hidden widths.
+util::Status check_drafter_layer(const Metadata& meta, const LayerSpec& l, int64_t n_embd,
+                                 int64_t n_embd_out) {
+  const gguf::File& file = meta.file();
+  auto rows = [&](const std::string& name, int64_t cols) -> int64_t {
+    const gguf::TensorInfo* t = file.find_tensor(name);
+    return t != nullptr && t->n_dims == 2 && static_cast<int64_t>(t->ne[0]) == cols
+               ? static_cast<int64_t>(t->ne[1])
+               : -1;
+  };
+  const std::string q = fmt::format("blk.{}.attn_q.weight", l.il);
+  const std::string gate = fmt::format("blk.{}.ffn_gate.weight", l.il);
+  if (rows(q, n_embd) != int64_t{l.n_head} * l.head_dim || rows(gate, n_embd) != l.n_ff) {
+    return meta.error(
+        fmt::format("layer {}: {} and {} must be {{{}, {}}} and {{{}, {}}} as the metadata says — "
+                    "re-convert the drafter",
+                    l.il, q, gate, n_embd, int64_t{l.n_head} * l.head_dim, n_embd, l.n_ff));
+  }
+  if (l.il == 0 && rows("nextn.pre_projection.weight", 2 * n_embd_out) != n_embd) {
+    return meta.error(
+        fmt::format("nextn.pre_projection.weight must be {{{}, {}}} (2 × embedding_length_out, "
+                    "embedding_length) — re-convert the drafter",
+                    2 * n_embd_out, n_embd));
+  }
+  return {};
+}
+
 // A Gemma 4 assistant drafter (docs/gemma4-assistant.md §2): Gemma 4's layer keys under its own
 // prefix, Q-only layers, no PLE or MoE, and the target's hidden width as embedding_length_out.
 util::Result<Spec> gemma4_assistant_spec(const gguf::File& file) {
@@ -289,10 +317,13 @@ util::Result<Spec> gemma4_assistant_spec(const gguf::File& file) {
   HR_ASSIGN_OR_RETURN(int64_t n_embd_out, meta.integer("embedding_length_out", std::nullopt));
   HR_ASSIGN_OR_RETURN(int64_t n_ctx, meta.integer("context_length", 131072));
   HR_ASSIGN_OR_RETURN(s.rms_eps, meta.number("attention.layer_norm_rms_epsilon", 1e-6f));
-  if (n_layer <= 0 || n_embd <= 0 || n_embd_out <= 0) {
+  // Each layer has its query matrix: a block count beyond the file's tensors is refused before
+  // anything is sized by it.
+  if (n_layer <= 0 || n_embd <= 0 || n_embd_out <= 0 ||
+      n_layer > static_cast<int64_t>(file.tensors().size())) {
     return meta.error(
         fmt::format("block_count {}, embedding_length {}, embedding_length_out {} "
-                    "must be positive",
+                    "must be positive and block_count at most the tensors' count",
                     n_layer, n_embd, n_embd_out));
   }
   s.n_layer = static_cast<int>(n_layer);
@@ -328,18 +359,17 @@ util::Result<Spec> gemma4_assistant_spec(const gguf::File& file) {
     l.kv_source = -1;  // the target's cache
     l.n_ff = n_ff[il];
     l.has_v_proj = false;
-    const float theta = l.is_sliding() ? theta_swa : theta_full;
-    const int n_rot = static_cast<int>(l.is_sliding() ? rot_swa : rot_full);
-    l.rope = {
-        .style = RopeStyle::kRotateHalf,
-        .theta = theta,
-        .n_rot = n_rot,
-        .inv_freq = rope_inv_freq(theta, n_rot, l.is_sliding() ? std::vector<float>{} : factors)};
+    l.rope = {.style = RopeStyle::kRotateHalf,
+              .theta = l.is_sliding() ? theta_swa : theta_full,
+              .n_rot = static_cast<int>(l.is_sliding() ? rot_swa : rot_full)};
     // A drafter query sees keys before its own position (pos − W, pos): W ≥ 2 keeps a key.
     if (l.is_sliding() && l.window < 2) {
       return meta.error("sliding layers need attention.sliding_window ≥ 2 — re-convert the model");
     }
     HR_TRY(check_heads(meta, l));
+    HR_TRY(check_drafter_layer(meta, l, s.n_embd, n_embd_out));
+    l.rope.inv_freq =
+        rope_inv_freq(l.rope.theta, l.rope.n_rot, l.is_sliding() ? std::vector<float>{} : factors);
     s.layers.push_back(std::move(l));
   }
   s.embed_scale = std::sqrt(static_cast<float>(s.n_embd_out));  // the target's embedding, scaled

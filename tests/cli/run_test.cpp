@@ -67,6 +67,8 @@ TEST(Run, ADraftModelLeavesTheTextAsItIsAndIsPlanned) {
   for (const char* item : {"drafter", "drafter activations", "draft hidden states"})
     EXPECT_NE(drafted_err.find(item), std::string::npos) << item << " in the plan\n" << drafted_err;
   EXPECT_NE(drafted_err.find("drafts: "), std::string::npos) << drafted_err;
+  EXPECT_NE(testing_util::run_command(run + " --draft 0 --draft-model " + drafter, &out, &err), 0);
+  EXPECT_NE(err.find("--draft 0 turns drafting off"), std::string::npos) << err;
   EXPECT_NE(testing_util::run_command(headroom() + " run -m " + drafter + " -p hi", &out, &err), 0);
   EXPECT_NE(err.find("--draft-model"), std::string::npos) << err;
   EXPECT_NE(testing_util::run_command(headroom() + " plan -m " + target + " --draft-model " +

@@ -191,6 +191,18 @@ TEST(Assistant, ADrafterForAnotherWidthIsRefused) {
   ASSERT_FALSE(layers.ok());
   EXPECT_NE(layers.error().message().find("hidden states of width"), std::string::npos)
       << layers.error().message();
+  // Queries turned unlike the keys they read (another RoPE base) would never match a key.
+  auto target_file = gguf::File::open(f.target.string());
+  ASSERT_TRUE(target_file.ok());
+  auto target = model::spec_from_gguf(*target_file);
+  ASSERT_TRUE(target.ok());
+  ASSERT_TRUE(model::assistant_cache_layers(*drafter, *target).ok());
+  model::Spec turned = *drafter;
+  turned.layers.back().rope.inv_freq[1] *= 2.0f;
+  auto misturned = model::assistant_cache_layers(turned, *target);
+  ASSERT_FALSE(misturned.ok());
+  EXPECT_NE(misturned.error().message().find("applies RoPE"), std::string::npos)
+      << misturned.error().message();
   // Given as the model to run, a drafter file says how it is meant to be used.
   auto as_model = model::spec_from_gguf(*drafter_file);
   ASSERT_FALSE(as_model.ok());

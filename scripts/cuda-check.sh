@@ -24,6 +24,16 @@
 #                        the first model with 1, 2, 4 and 8 layers on the CPU (--cpu-layers).
 #   CUDA_CHECK_E2E_MODELS  the models, as SHAPE:TYPE of `headroom synth` (default
 #                        "e2b:q4_k_m e2b:q8_0 e4b:q4_k_m e4b:q8_0")
+#   CUDA_CHECK_E2E_RECORDED  the benches' HEADROOM_RECORD_PASSES values (default "0 1": op by op,
+#                        then with each decode step replayed as a CUDA graph)
+#   CUDA_CHECK_DRAFT     speculative decoding per model (default 1; 0 skips): tg128 with up to 4
+#                        drafts a step by prompt lookup and by an always-right drafter
+#   CUDA_CHECK_PEER      a llama-bench built with CUDA for this GPU (default: none): the same files,
+#                        whole model on the GPU, flash attention, pp512/tg128 at depth 0 and 4096
+#   CUDA_CHECK_SPLITS    the split runs (default 1; 0 skips)
+#   CUDA_CHECK_PROFILE   with ncu on the machine (default 1; 0 skips): each kernel's time in a few
+#                        decode steps of the first model, caches and clocks left alone, at depth 0
+#                        and (attention only) at depth 4096
 #
 # Ends with a table of every step (ok; skips: gtest skipped some; FAIL; TIMEOUT: over the step's own
 # limit; cut: stopped by the budget; not run, and why), with gtest's counts and the seconds each
@@ -168,23 +178,44 @@ step plan_json 30 "$headroom" plan --shape gemma4-e2b --quant q4_k_m --ctx 8192 
 step doctor 60 "$headroom" doctor -m models/stories260K.gguf --json
 if [[ -n $synth_pid ]]; then
   # Depth 4096 with a 512-token prompt on top needs a context of at least 4608.
+  read -ra recorded_modes <<<"${CUDA_CHECK_E2E_RECORDED:-0 1}"
   for m in "${e2e_models[@]}"; do
     m=${m/:/-}
     wait_for_model "$m"
-    for graphs in 0 1; do
+    for graphs in "${recorded_modes[@]}"; do
       name=e2e_$m
       ((graphs)) && name+=_graphs
       step "$name" 150 env HEADROOM_RECORD_PASSES=$graphs "$headroom" bench -m "$models_dir/$m.gguf" \
         -c 8192 -p 512 -n 128 -r 3 --ctx-depth 0,4096
     done
+    if [[ ${CUDA_CHECK_DRAFT:-1} != 0 ]]; then
+      step "e2e_${m}_draft" 150 "$headroom" bench -m "$models_dir/$m.gguf" -c 8192 -p 0 -n 128 \
+        -r 3 --ctx-depth 0,4096 --draft 4 --oracle-drafts
+    fi
+    if [[ -n ${CUDA_CHECK_PEER:-} ]]; then
+      step "peer_$m" 150 "$CUDA_CHECK_PEER" -m "$models_dir/$m.gguf" -ngl 99 -fa 1 -p 512 -n 128 \
+        -d 0,4096 -r 3
+    fi
   done
-  # Split runs: the first N layers on the CPU, the rest on the GPU, against the plan's prediction
-  # (its "predicted decode" line).
   first=${e2e_models[0]/:/-}
-  for n in 1 2 4 8; do
-    step "split_${first}_cpu_layers_$n" 90 "$headroom" bench -m "$models_dir/$first.gguf" -c 4096 \
-      -p 0 -n 64 -r 2 --cpu-layers "$n"
-  done
+  profiler=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
+  if [[ ${CUDA_CHECK_PROFILE:-1} != 0 && -n $profiler ]]; then
+    # Caches and clocks left as they are, so the times are a graph replay's, not a cold kernel's.
+    ncu_time=("$profiler" --clock-control none --cache-control none --metrics gpu__time_duration.sum
+      --print-summary per-kernel)
+    step "profile_${first}" 120 "${ncu_time[@]}" "$headroom" bench -m "$models_dir/$first.gguf" \
+      -c 8192 -p 0 -n 8 -r 1
+    step "profile_${first}_attention_4096" 120 "${ncu_time[@]}" --kernel-name regex:attention_ \
+      "$headroom" bench -m "$models_dir/$first.gguf" -c 8192 -p 0 -n 8 -r 1 --ctx-depth 4096
+  fi
+  if [[ ${CUDA_CHECK_SPLITS:-1} != 0 ]]; then
+    # Split runs: the first N layers on the CPU, the rest on the GPU, against the plan's prediction
+    # (its "predicted decode" line).
+    for n in 1 2 4 8; do
+      step "split_${first}_cpu_layers_$n" 90 "$headroom" bench -m "$models_dir/$first.gguf" \
+        -c 4096 -p 0 -n 64 -r 2 --cpu-layers "$n"
+    done
+  fi
   kill "$synth_pid" 2>/dev/null
 else
   not_run e2e "CUDA_CHECK_E2E=0 or no headroom binary"

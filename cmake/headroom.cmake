@@ -145,10 +145,12 @@ function(headroom_module name)
   endif()
 endfunction()
 
-# headroom_test(NAME [DEPS targets...] [SOURCES files...])
-# One GoogleTest executable per test folder; every TEST becomes a ctest case.
+# headroom_test(NAME [SERIAL] [DEPS targets...] [SOURCES files...])
+# One GoogleTest executable per test folder; every TEST becomes a ctest case. SERIAL runs each of
+# its tests alone under `ctest -j`, for tests that measure speed and would read a neighbour's load
+# as theirs.
 function(headroom_test name)
-  cmake_parse_arguments(T "" "" "DEPS;SOURCES" ${ARGN})
+  cmake_parse_arguments(T "SERIAL" "" "DEPS;SOURCES" ${ARGN})
   if(NOT T_SOURCES)
     file(GLOB T_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*_test.cpp)
   endif()
@@ -157,5 +159,9 @@ function(headroom_test name)
   headroom_warnings(${name})
   headroom_light_test_code(${name})
   headroom_pch(${name} test)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+  if(T_SERIAL)
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600 RUN_SERIAL TRUE)
+  else()
+    gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 600)
+  endif()
 endfunction()

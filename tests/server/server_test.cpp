@@ -5,6 +5,7 @@
 #include <regex>
 #include <thread>
 
+#include "model/synth.h"
 #include "running_server.h"
 
 namespace {
@@ -100,6 +101,55 @@ TEST(Server, SpeculativeDecodingKeepsTheGoldenTextAndCountsTheDrafts) {
       post(c, "/v1/completions", {{"prompt", "Once"}, {"speculative.n_max", -2}}, &status);
   EXPECT_EQ(status, 400);
   EXPECT_EQ(bad["error"]["param"], "speculative.n_max") << bad.dump();
+}
+
+// --draft-model: a Gemma 4 assistant drafter (a tiny random one, for a tiny Gemma 4 model) drafts
+// for every request that does not turn drafting off; four concurrent greedy completions, batched
+// together, give the text one gives without drafts, and their drafts are counted in /metrics.
+TEST(Server, AnAssistantDrafterLeavesConcurrentCompletionsAsTheyAre) {
+  const auto dir = testing_util::temp_dir();
+  const std::string target = (dir / "tiny-e.gguf").string(), drafter = (dir / "mtp.gguf").string();
+  auto w = model::synth_writer({.arch = "gemma4", .shape = "tiny-e"});
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->write(target).ok());
+  std::string out, err;
+  const auto script = testing_util::source_dir() / "tests/reference/write_assistant.py";
+  ASSERT_EQ(testing_util::run_command("/usr/bin/python3 " + script.string() + " " + target +
+                                          " -o " + drafter + " --n-embd 64",
+                                      &out, &err),
+            0)
+      << err;
+  engine::EngineOptions o = small();
+  o.model_path = target;
+  o.draft_model_path = drafter;
+  o.request.n_draft = 3;
+  Running s(o);
+  auto c = s.client();
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}};
+  json plain_body = body;
+  plain_body["speculative.n_max"] = 0;
+  int status = 0;
+  const json plain = post(c, "/v1/completions", plain_body, &status);
+  ASSERT_EQ(status, 200) << plain.dump();
+  std::vector<json> results(4);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < results.size(); ++i) {
+    clients.emplace_back([&, i] {
+      auto ci = s.client();
+      results[i] = post(ci, "/v1/completions", body);
+    });
+  }
+  for (auto& t : clients) t.join();
+  int drafted = 0;
+  for (const json& r : results) {
+    ASSERT_TRUE(r.contains("choices")) << r.dump();
+    EXPECT_EQ(r["choices"][0]["text"], plain["choices"][0]["text"]) << r.dump();
+    const json& d = r["usage"]["completion_tokens_details"];
+    drafted +=
+        d["accepted_prediction_tokens"].get<int>() + d["rejected_prediction_tokens"].get<int>();
+  }
+  EXPECT_GT(drafted, 0);
+  EXPECT_EQ(metric(metrics_text(s), "headroom_draft_tokens_total"), drafted);
 }
 
 TEST(Server, StreamedChatEqualsTheWholeResponse) {

@@ -174,25 +174,14 @@ util::Status assign_kv_sources(const Metadata& meta, Spec& s, int n_shared) {
   return {};
 }
 
-util::Result<Spec> gemma4_spec(const gguf::File& file) {
-  Metadata meta(file, "gemma4");
-  Spec s;
-  s.arch = Arch::kGemma4;
-  HR_ASSIGN_OR_RETURN(int64_t n_layer, meta.integer("block_count", std::nullopt));
-  HR_ASSIGN_OR_RETURN(int64_t n_embd, meta.integer("embedding_length", std::nullopt));
-  HR_ASSIGN_OR_RETURN(int64_t n_ctx, meta.integer("context_length", 131072));
-  HR_ASSIGN_OR_RETURN(s.rms_eps, meta.number("attention.layer_norm_rms_epsilon", 1e-6f));
-  HR_ASSIGN_OR_RETURN(s.final_logit_softcap, meta.number("final_logit_softcapping", 0.0f));
-  HR_ASSIGN_OR_RETURN(int64_t ple, meta.integer("embedding_length_per_layer_input", 0));
-  s.n_layer = static_cast<int>(n_layer);
-  s.n_embd = static_cast<int>(n_embd);
-  s.n_ctx_train = static_cast<int>(n_ctx);
-  s.n_embd_per_layer = static_cast<int>(ple);
-
-  HR_ASSIGN_OR_RETURN(auto n_head, meta.per_layer("attention.head_count", s.n_layer, std::nullopt));
-  HR_ASSIGN_OR_RETURN(auto n_head_kv,
-                      meta.per_layer("attention.head_count_kv", s.n_layer, std::nullopt));
-  HR_ASSIGN_OR_RETURN(auto n_ff, meta.per_layer("feed_forward_length", s.n_layer, std::nullopt));
+// Gemma 4's layers as its metadata describes them (spec §1, §2.5), read alike for a model and for
+// its assistant drafter (whose keys sit under its own prefix): each layer's kind, heads, head dim,
+// window, FFN width and RoPE. Sources of KV, experts and V projections are the caller's. The
+// head and RoPE sizes are checked before the RoPE tables are sized by them.
+util::Result<std::vector<LayerSpec>> gemma4_layers(const Metadata& meta, int L) {
+  HR_ASSIGN_OR_RETURN(auto n_head, meta.per_layer("attention.head_count", L, std::nullopt));
+  HR_ASSIGN_OR_RETURN(auto n_head_kv, meta.per_layer("attention.head_count_kv", L, std::nullopt));
+  HR_ASSIGN_OR_RETURN(auto n_ff, meta.per_layer("feed_forward_length", L, std::nullopt));
   HR_ASSIGN_OR_RETURN(int64_t hd_full, meta.integer("attention.key_length", std::nullopt));
   HR_ASSIGN_OR_RETURN(int64_t hd_swa, meta.integer("attention.key_length_swa", hd_full));
   HR_ASSIGN_OR_RETURN(int64_t vd_full, meta.integer("attention.value_length", hd_full));
@@ -202,21 +191,24 @@ util::Result<Spec> gemma4_spec(const gguf::File& file) {
         "key and value head dims differ; Gemma 4 requires key_length == value_length");
   }
   HR_ASSIGN_OR_RETURN(int64_t window, meta.integer("attention.sliding_window", 0));
-  HR_ASSIGN_OR_RETURN(auto sliding,
-                      meta.per_layer_bool("attention.sliding_window_pattern", s.n_layer));
-  HR_ASSIGN_OR_RETURN(int64_t n_shared, meta.integer("attention.shared_kv_layers", 0));
+  HR_ASSIGN_OR_RETURN(auto sliding, meta.per_layer_bool("attention.sliding_window_pattern", L));
   HR_ASSIGN_OR_RETURN(float theta_full, meta.number("rope.freq_base", 1e6f));
   HR_ASSIGN_OR_RETURN(float theta_swa, meta.number("rope.freq_base_swa", 1e4f));
   HR_ASSIGN_OR_RETURN(int64_t rot_full, meta.integer("rope.dimension_count", hd_full));
   HR_ASSIGN_OR_RETURN(int64_t rot_swa, meta.integer("rope.dimension_count_swa", hd_swa));
-  HR_ASSIGN_OR_RETURN(int64_t n_expert, meta.integer("expert_count", 0));
-  HR_ASSIGN_OR_RETURN(int64_t n_expert_used, meta.integer("expert_used_count", 0));
-  HR_ASSIGN_OR_RETURN(int64_t n_ff_exp, meta.integer("expert_feed_forward_length", 0));
+  for (const auto& [rot, hd] : {std::pair{rot_full, hd_full}, std::pair{rot_swa, hd_swa}}) {
+    if (rot < 0 || rot % 2 != 0 || rot > hd || hd > kMaxHeadDim) {
+      return meta.error(
+          fmt::format("RoPE dimension count {} must be even and at most the head "
+                      "dim {} (at most {})",
+                      rot, hd, kMaxHeadDim));
+    }
+  }
 
   // Full layers use proportional RoPE (§2.5): the file's rope_freqs switches pairs off; without
   // it, the released partial_rotary_factor 0.25 is applied directly.
   std::vector<float> factors;
-  if (file.find_tensor("rope_freqs.weight")) {
+  if (meta.file().find_tensor("rope_freqs.weight")) {
     HR_ASSIGN_OR_RETURN(
         factors, read_f32_vector(meta, "rope_freqs.weight", static_cast<size_t>(rot_full / 2)));
   } else {
@@ -232,8 +224,8 @@ util::Result<Spec> gemma4_spec(const gguf::File& file) {
                           .theta = theta_swa,
                           .n_rot = static_cast<int>(rot_swa),
                           .inv_freq = rope_inv_freq(theta_swa, static_cast<int>(rot_swa), {})};
-
-  for (int il = 0; il < s.n_layer; ++il) {
+  std::vector<LayerSpec> layers;
+  for (int il = 0; il < L; ++il) {
     LayerSpec l;
     l.il = il;
     l.kind = sliding[il] ? AttentionKind::kSliding : AttentionKind::kFull;
@@ -241,29 +233,54 @@ util::Result<Spec> gemma4_spec(const gguf::File& file) {
     l.n_head_kv = n_head_kv[il];
     l.head_dim = static_cast<int>(l.is_sliding() ? hd_swa : hd_full);
     l.window = l.is_sliding() ? static_cast<int>(window) : 0;
+    l.kv_source = il;
     l.n_ff = n_ff[il];
     l.rope = l.is_sliding() ? rope_swa : rope_full;
-    if (file.find_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", il))) {
-      l.n_expert = static_cast<int>(n_expert);
-      l.n_expert_used = static_cast<int>(n_expert_used);
-      l.n_ff_exp = static_cast<int>(n_ff_exp);
-      if (l.n_expert <= 0 || l.n_expert_used <= 0 || l.n_expert_used > l.n_expert ||
-          l.n_ff_exp <= 0) {
-        return meta.error(
-            fmt::format("layer {} has a router but expert_count {}, expert_used_count {}, "
-                        "expert_feed_forward_length {} are inconsistent",
-                        il, n_expert, n_expert_used, n_ff_exp));
-      }
-      if (l.n_expert > kernels::kMaxExperts) {
-        return meta.error(fmt::format("layer {}: {} experts; headroom routes at most {}", il,
-                                      n_expert, kernels::kMaxExperts));
-      }
-    }
     if (l.is_sliding() && l.window <= 0) {
       return meta.error("sliding layers need attention.sliding_window > 0 — re-convert the model");
     }
     HR_TRY(check_heads(meta, l));
-    s.layers.push_back(std::move(l));
+    layers.push_back(std::move(l));
+  }
+  return layers;
+}
+
+util::Result<Spec> gemma4_spec(const gguf::File& file) {
+  Metadata meta(file, "gemma4");
+  Spec s;
+  s.arch = Arch::kGemma4;
+  HR_ASSIGN_OR_RETURN(int64_t n_layer, meta.integer("block_count", std::nullopt));
+  HR_ASSIGN_OR_RETURN(int64_t n_embd, meta.integer("embedding_length", std::nullopt));
+  HR_ASSIGN_OR_RETURN(int64_t n_ctx, meta.integer("context_length", 131072));
+  HR_ASSIGN_OR_RETURN(s.rms_eps, meta.number("attention.layer_norm_rms_epsilon", 1e-6f));
+  HR_ASSIGN_OR_RETURN(s.final_logit_softcap, meta.number("final_logit_softcapping", 0.0f));
+  HR_ASSIGN_OR_RETURN(int64_t ple, meta.integer("embedding_length_per_layer_input", 0));
+  HR_ASSIGN_OR_RETURN(int64_t n_shared, meta.integer("attention.shared_kv_layers", 0));
+  HR_ASSIGN_OR_RETURN(int64_t n_expert, meta.integer("expert_count", 0));
+  HR_ASSIGN_OR_RETURN(int64_t n_expert_used, meta.integer("expert_used_count", 0));
+  HR_ASSIGN_OR_RETURN(int64_t n_ff_exp, meta.integer("expert_feed_forward_length", 0));
+  s.n_layer = static_cast<int>(n_layer);
+  HR_ASSIGN_OR_RETURN(s.layers, gemma4_layers(meta, s.n_layer));
+  s.n_embd = static_cast<int>(n_embd);
+  s.n_ctx_train = static_cast<int>(n_ctx);
+  s.n_embd_per_layer = static_cast<int>(ple);
+
+  for (LayerSpec& l : s.layers) {
+    if (!file.find_tensor(fmt::format("blk.{}.ffn_gate_inp.weight", l.il))) continue;
+    l.n_expert = static_cast<int>(n_expert);
+    l.n_expert_used = static_cast<int>(n_expert_used);
+    l.n_ff_exp = static_cast<int>(n_ff_exp);
+    if (l.n_expert <= 0 || l.n_expert_used <= 0 || l.n_expert_used > l.n_expert ||
+        l.n_ff_exp <= 0) {
+      return meta.error(
+          fmt::format("layer {} has a router but expert_count {}, expert_used_count {}, "
+                      "expert_feed_forward_length {} are inconsistent",
+                      l.il, n_expert, n_expert_used, n_ff_exp));
+    }
+    if (l.n_expert > kernels::kMaxExperts) {
+      return meta.error(fmt::format("layer {}: {} experts; headroom routes at most {}", l.il,
+                                    n_expert, kernels::kMaxExperts));
+    }
   }
   HR_TRY(assign_kv_sources(meta, s, static_cast<int>(n_shared)));
   for (auto& l : s.layers) {
@@ -327,50 +344,18 @@ util::Result<Spec> gemma4_assistant_spec(const gguf::File& file) {
                     n_layer, n_embd, n_embd_out));
   }
   s.n_layer = static_cast<int>(n_layer);
+  HR_ASSIGN_OR_RETURN(s.layers, gemma4_layers(meta, s.n_layer));
   s.n_embd = static_cast<int>(n_embd);
   s.n_embd_out = static_cast<int>(n_embd_out);
   s.n_ctx_train = static_cast<int>(n_ctx);
-  HR_ASSIGN_OR_RETURN(auto n_head, meta.per_layer("attention.head_count", s.n_layer, std::nullopt));
-  HR_ASSIGN_OR_RETURN(auto n_head_kv,
-                      meta.per_layer("attention.head_count_kv", s.n_layer, std::nullopt));
-  HR_ASSIGN_OR_RETURN(auto n_ff, meta.per_layer("feed_forward_length", s.n_layer, std::nullopt));
-  HR_ASSIGN_OR_RETURN(int64_t hd_full, meta.integer("attention.key_length", std::nullopt));
-  HR_ASSIGN_OR_RETURN(int64_t hd_swa, meta.integer("attention.key_length_swa", hd_full));
-  HR_ASSIGN_OR_RETURN(int64_t window, meta.integer("attention.sliding_window", 0));
-  HR_ASSIGN_OR_RETURN(auto sliding,
-                      meta.per_layer_bool("attention.sliding_window_pattern", s.n_layer));
-  HR_ASSIGN_OR_RETURN(float theta_full, meta.number("rope.freq_base", 1e6f));
-  HR_ASSIGN_OR_RETURN(float theta_swa, meta.number("rope.freq_base_swa", 1e4f));
-  HR_ASSIGN_OR_RETURN(int64_t rot_full, meta.integer("rope.dimension_count", hd_full));
-  HR_ASSIGN_OR_RETURN(int64_t rot_swa, meta.integer("rope.dimension_count_swa", hd_swa));
-  std::vector<float> factors;
-  if (file.find_tensor("rope_freqs.weight")) {
-    HR_ASSIGN_OR_RETURN(
-        factors, read_f32_vector(meta, "rope_freqs.weight", static_cast<size_t>(rot_full / 2)));
-  }
-  for (int il = 0; il < s.n_layer; ++il) {
-    LayerSpec l;
-    l.il = il;
-    l.kind = sliding[il] ? AttentionKind::kSliding : AttentionKind::kFull;
-    l.n_head = n_head[il];
-    l.n_head_kv = n_head_kv[il];
-    l.head_dim = static_cast<int>(l.is_sliding() ? hd_swa : hd_full);
-    l.window = l.is_sliding() ? static_cast<int>(window) : 0;
+  for (LayerSpec& l : s.layers) {
     l.kv_source = -1;  // the target's cache
-    l.n_ff = n_ff[il];
     l.has_v_proj = false;
-    l.rope = {.style = RopeStyle::kRotateHalf,
-              .theta = l.is_sliding() ? theta_swa : theta_full,
-              .n_rot = static_cast<int>(l.is_sliding() ? rot_swa : rot_full)};
     // A drafter query sees keys before its own position (pos − W, pos): W ≥ 2 keeps a key.
     if (l.is_sliding() && l.window < 2) {
       return meta.error("sliding layers need attention.sliding_window ≥ 2 — re-convert the model");
     }
-    HR_TRY(check_heads(meta, l));
     HR_TRY(check_drafter_layer(meta, l, s.n_embd, n_embd_out));
-    l.rope.inv_freq =
-        rope_inv_freq(l.rope.theta, l.rope.n_rot, l.is_sliding() ? std::vector<float>{} : factors);
-    s.layers.push_back(std::move(l));
   }
   s.embed_scale = std::sqrt(static_cast<float>(s.n_embd_out));  // the target's embedding, scaled
   s.attention_scale = 1.0f;

@@ -145,8 +145,8 @@ util::Result<nlohmann::json> run_tests(engine::Engine& e, const Options& o,
                               {"achieved_gflops", st.mean * m.flops / 1e9}};
         if (kinds[k] != engine::Drafts::kNone) {
           row["drafts"] = kinds[k] == engine::Drafts::kOracle ? "oracle"
-                          : e.assistant() != nullptr        ? "assistant"
-                                                            : "lookup";
+                          : e.assistant() != nullptr          ? "assistant"
+                                                              : "lookup";
           row["drafted"] = drafts[k].n_drafted;
           row["accepted"] = drafts[k].n_accepted;
         }
@@ -229,8 +229,7 @@ void print_table(const nlohmann::json& doc, const Machine& m) {
         r["drafts"] == "oracle"      ? "always-right"
         : r["drafts"] == "assistant" ? "assistant-model"
                                      : "prompt-lookup",
-        doc["draft"].get<int>(),
-        r["tokens_per_second"].get<double>(), r["sd"].get<double>(),
+        doc["draft"].get<int>(), r["tokens_per_second"].get<double>(), r["sd"].get<double>(),
         r["tokens_per_second"].get<double>() / (*plain)["tokens_per_second"].get<double>(),
         accepted, drafted, drafted > 0 ? 100.0 * accepted / drafted : 0.0);
   }

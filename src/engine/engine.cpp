@@ -135,9 +135,9 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   HR_TRY(e->load_encoders());
   if (e->drafter_) {
     // Planned on the CPU (plan::add_drafter), beside the layers whose cache it reads.
-    HR_ASSIGN_OR_RETURN(e->assistant_, model::load_assistant(*e->drafter_->file, e->drafter_->spec,
-                                                             *e->file_, e->spec_, *e->backend_,
-                                                             std::min(r.n_slots, r.n_ubatch)));
+    HR_ASSIGN_OR_RETURN(e->assistant_,
+                        model::load_assistant(*e->drafter_->file, e->drafter_->spec, *e->file_,
+                                              e->spec_, *e->backend_, plan::drafter_rows(r)));
   }
   return e;
 }

@@ -170,13 +170,11 @@ class Lanes {
       m.ops->rmsnorm(m.s.xb, norm, m.s.xb, n_embd, n_out, eps);
     }
     trace(m, m.s.xb, n_out, n_embd, "result_norm");
-    if (out.hidden != nullptr) {
-      if (!m.ops->host_memory() && error_.ok()) {
-        error_ = util::errorf("model: hidden states are handed back on a host backend only, not {}",
-                              m.ops->name());
-      } else if (m.ops->host_memory()) {
-        std::memcpy(out.hidden, m.s.xb, static_cast<size_t>(n_out) * n_embd * sizeof(float));
-      }
+    if (out.hidden != nullptr && m.ops->host_memory()) {
+      std::memcpy(out.hidden, m.s.xb, static_cast<size_t>(n_out) * n_embd * sizeof(float));
+    } else if (out.hidden != nullptr && error_.ok()) {
+      error_ = util::errorf("model: hidden states are handed back on a host backend only, not {}",
+                            m.ops->name());
     }
     m.stage.outputs(output, {m.s.xb, xb_q8}, n_out, softcap, out);
   }

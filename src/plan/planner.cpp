@@ -41,8 +41,12 @@ int logit_rows(const Request& r) {
   return r.logits_all_positions ? r.n_ubatch : std::min(r.n_slots * (1 + r.n_draft), r.n_ubatch);
 }
 
+int drafter_rows(const Request& r) {
+  return std::min(r.n_slots, r.n_ubatch);
+}
+
 int64_t draft_hidden_rows(const Request& r) {
-  return logit_rows(r) + 2 * int64_t{r.n_slots};
+  return logit_rows(r) + int64_t{r.n_slots} + drafter_rows(r);
 }
 
 int Plan::device_of(const WeightItem& w) const {
@@ -239,11 +243,10 @@ util::Status add_drafter(Plan& p, const PlanInput& in) {
                      .kind = ItemKind::kWeights,
                      .device = 0,
                      .bytes = weights});
-  p.items.push_back(
-      {.name = std::string(kDrafterActivationsItem),
-       .kind = ItemKind::kActivations,
-       .device = 0,
-       .bytes = model::assistant_workspace_bytes(*in.drafter, std::min(r.n_slots, r.n_ubatch))});
+  p.items.push_back({.name = std::string(kDrafterActivationsItem),
+                     .kind = ItemKind::kActivations,
+                     .device = 0,
+                     .bytes = model::assistant_workspace_bytes(*in.drafter, drafter_rows(r))});
   p.items.push_back(
       {.name = std::string(kDraftHiddenItem),
        .kind = ItemKind::kHost,

@@ -150,6 +150,8 @@ struct PlanInput {
 inline constexpr std::string_view kDrafterWeightsItem = "drafter";
 inline constexpr std::string_view kDrafterActivationsItem = "drafter activations";
 inline constexpr std::string_view kDraftHiddenItem = "draft hidden states";
+// Rows of one drafter step: a row per drafting sequence, within a micro-batch.
+int drafter_rows(const Request& r);
 // Rows of hidden states the scheduler holds for a drafter: each output row of a step, then each
 // slot's latest, then a draft step's.
 int64_t draft_hidden_rows(const Request& r);

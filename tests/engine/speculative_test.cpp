@@ -255,14 +255,19 @@ struct Case {
   tensor::DType kv;
 };
 
+// A random-weight Gemma 4 model of a tiny shape (model::synth_writer) at `path`.
+void write_gemma4(const std::string& shape, const std::string& path) {
+  auto w = model::synth_writer({.arch = "gemma4", .shape = shape});
+  ASSERT_TRUE(w.ok()) << w.error().message();
+  ASSERT_TRUE(w->write(path).ok());
+}
+
 class SpeculativeGemma4 : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SpeculativeGemma4, GreedyOutputIsTheSameWithAndWithoutDrafts) {
   const Case& c = GetParam();
   const auto path = (testing_util::temp_dir() / (c.shape + ".gguf")).string();
-  auto w = model::synth_writer({.arch = "gemma4", .shape = c.shape});
-  ASSERT_TRUE(w.ok()) << w.error().message();
-  ASSERT_TRUE(w->write(path).ok());
+  ASSERT_NO_FATAL_FAILURE(write_gemma4(c.shape, path));
   // A prompt that repeats, so prompt lookup has something to propose.
   std::vector<int32_t> prompt;
   const auto ids = testing_util::spread_token_ids(12);
@@ -344,9 +349,7 @@ class SpeculativeAssistant : public ::testing::TestWithParam<Case> {};
 TEST_P(SpeculativeAssistant, OutputIsTheSameWithAndWithoutTheDrafter) {
   const Case& c = GetParam();
   const auto path = (testing_util::temp_dir() / (c.shape + ".gguf")).string();
-  auto w = model::synth_writer({.arch = "gemma4", .shape = c.shape});
-  ASSERT_TRUE(w.ok()) << w.error().message();
-  ASSERT_TRUE(w->write(path).ok());
+  ASSERT_NO_FATAL_FAILURE(write_gemma4(c.shape, path));
   const std::string drafter = write_assistant(path);
   const auto prompt = testing_util::spread_token_ids(20);
   constexpr int kGen = 60;
@@ -411,9 +414,7 @@ TEST_P(SpeculativeAssistant, OutputIsTheSameWithAndWithoutTheDrafter) {
 TEST(SpeculativeAssistant, DraftersThatAgreeByConstructionAreKept) {
   const fs::path dir = testing_util::temp_dir();
   const std::string path = (dir / "tiny-e.gguf").string();
-  auto w = model::synth_writer({.arch = "gemma4", .shape = "tiny-e"});
-  ASSERT_TRUE(w.ok()) << w.error().message();
-  ASSERT_TRUE(w->write(path).ok());
+  ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", path));
   const auto prompt = testing_util::spread_token_ids(12);
   constexpr int kGen = 40;
   const plan::Request r{.n_ctx = 128,

@@ -136,12 +136,15 @@ TEST(LoadCli, DrivesHeadroomServeAndReportsEveryRequest) {
   // The text summary names the same counts.
   EXPECT_NE(out.find("12 measured (12 ok, 0 failed)"), std::string::npos) << out;
 
-  // What the server's /metrics said: its KV pool was used, and the mix's repeated prompts came
-  // from its prefix cache, which usage reports per request.
+  // What the server's /metrics said: its KV pool was used — the blocks cached at the end were
+  // held by the requests first (the peak held is sampled every 0.5 s, and this tiny model's
+  // requests are so short that a sample between them sees none held: not asserted) — and the
+  // mix's repeated prompts came from its prefix cache, which usage reports per request.
   const auto& kv = report["server"];
   ASSERT_TRUE(kv["available"].get<bool>()) << kv.dump();
   EXPECT_GT(kv["kv_pool"]["full"]["blocks"].get<double>(), 0) << kv.dump();
-  EXPECT_GT(kv["kv_pool"]["full"]["used_peak"].get<double>(), 0) << kv.dump();
+  EXPECT_GT(kv["kv_pool"]["full"]["cached_end"].get<double>(), 0) << kv.dump();
+  EXPECT_GE(kv["kv_pool"]["full"]["used_peak"].get<double>(), 0) << kv.dump();
   EXPECT_GE(kv["preemptions"].get<double>(), 0);
   EXPECT_GT(report["tokens"]["prompt_cached"].get<int64_t>(), 0) << report["tokens"].dump();
   EXPECT_NE(out.find("server KV pool: full"), std::string::npos) << out;

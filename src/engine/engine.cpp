@@ -43,7 +43,12 @@ util::Result<Projector> open_projector(const std::string& path) {
 util::Result<Drafter> open_drafter(const std::string& path) {
   HR_ASSIGN_OR_RETURN(gguf::File opened, gguf::File::open(path));
   Drafter d{.file = std::make_shared<gguf::File>(std::move(opened))};
-  HR_ASSIGN_OR_RETURN(d.spec, model::drafter_spec_from_gguf(*d.file));
+  HR_ASSIGN_OR_RETURN(auto arch, d.file->get_string("general.architecture"));
+  if (arch.value_or("") == model::arch_name(model::Arch::kGemma4Assistant)) {
+    HR_ASSIGN_OR_RETURN(d.spec, model::drafter_spec_from_gguf(*d.file));
+  } else {
+    HR_ASSIGN_OR_RETURN(d.spec, model::spec_from_gguf(*d.file));
+  }
   return d;
 }
 
@@ -133,11 +138,15 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
                                         placement.main_device != 0 ? e->backend_.get() : nullptr,
                                         placement.layer_device));
   HR_TRY(e->load_encoders());
-  if (e->drafter_) {
-    // Planned on the CPU (plan::add_drafter), beside the layers whose cache it reads.
+  // A drafter is planned on the CPU (plan::add_drafter); an assistant beside the layers whose
+  // cache it reads.
+  if (e->drafter_ && e->drafter_->spec.arch == model::Arch::kGemma4Assistant) {
     HR_ASSIGN_OR_RETURN(e->assistant_,
                         model::load_assistant(*e->drafter_->file, e->drafter_->spec, *e->file_,
                                               e->spec_, *e->backend_, plan::drafter_rows(r)));
+  } else if (e->drafter_) {
+    HR_ASSIGN_OR_RETURN(e->draft_model_,
+                        DraftModel::load(*e->drafter_->file, e->drafter_->spec, *e->backend_, r));
   }
   return e;
 }
@@ -244,8 +253,10 @@ Verification Engine::verify() const {
     kv_on_host += item.kind == plan::ItemKind::kKvCache && item.device == 0 ? item.bytes : 0;
   MemoryCheck kv{.name = "kv cache",
                  .planned = plan_.bytes_of(plan::ItemKind::kKvCache),
-                 .allocated = cache_.bytes_allocated(),
-                 .resident = cache_.bytes_resident()};
+                 .allocated = cache_.bytes_allocated() +
+                              (draft_model_ ? draft_model_->cache().bytes_allocated() : 0),
+                 .resident = cache_.bytes_resident() +
+                             (draft_model_ ? draft_model_->cache().bytes_resident() : 0)};
   kv.in_rss = kv_on_host == kv.planned ? kv.resident : 0;  // anonymous memory: resident = touched
   MemoryCheck act{.name = "activations",
                   .planned = plan_.bytes_of(plan::ItemKind::kActivations),
@@ -254,6 +265,7 @@ Verification Engine::verify() const {
                                (host_backend_ ? host_backend_->scratch_bytes() : 0) +
                                (encoders_ ? encoders_->workspace_bytes() : 0) +
                                (assistant_ ? assistant_->workspace_bytes() : 0) +
+                               (draft_model_ ? draft_model_->workspace_bytes() : 0) +
                                (audio_backend_ ? audio_backend_->scratch_bytes() : 0)};
   act.resident = act.allocated;
   act.in_rss = host_only ? act.allocated : 0;

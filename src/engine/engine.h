@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/adapters.h"
+#include "engine/draft_model.h"
 #include "gguf/file.h"
 #include "kernels/ops.h"
 #include "kv/cache.h"
@@ -36,7 +37,9 @@ struct Projector {
 // Opens a projector file and reads its encoders' description; errors are one line.
 util::Result<Projector> open_projector(const std::string& path);
 
-// A Gemma 4 assistant drafter (--draft-model, model/assistant.h) loaded beside the model.
+// A drafter (--draft-model) loaded beside the model: a Gemma 4 assistant drafter
+// (model/assistant.h, spec.arch kGemma4Assistant) or a small model of its vocabulary
+// (engine/draft_model.h).
 struct Drafter {
   std::shared_ptr<gguf::File> file;
   model::Spec spec;
@@ -49,7 +52,7 @@ struct EngineOptions {
   // A projector whose encoders the run loads, sized by request.image_tokens and
   // request.audio_seconds (0 leaves a modality off); empty: none.
   std::string mmproj_path;
-  std::string draft_model_path;  // a drafter the scheduler drafts with; empty: none
+  std::string draft_model_path;  // a drafter the scheduler drafts with (Drafter); empty: none
   plan::Request request;
   bool fit = false;  // apply the fastest alternative when the request does not fit
   plan::DeviceOptions devices{.probe = false};
@@ -124,8 +127,10 @@ class Engine {
   int n_slots() const { return cache_.config().n_slots; }
   // The CPU thread count.
   int n_threads() const { return pool_->size(); }
-  // The drafter the plan priced, loaded on the CPU beside the model; null without one.
+  // The drafter the plan priced, loaded on the CPU beside the model: an assistant drafter or a
+  // draft model (null unless it is one of those).
   model::Assistant* assistant() { return assistant_.get(); }
+  DraftModel* draft_model() { return draft_model_.get(); }
   // The projector's encoders, sized as planned; null without a projector.
   mm::Encoders* encoders() { return encoders_.get(); }
   const mm::Encoders* encoders() const { return encoders_.get(); }
@@ -161,6 +166,7 @@ class Engine {
   std::optional<Projector> projector_;
   std::optional<Drafter> drafter_;
   std::unique_ptr<model::Assistant> assistant_;
+  std::unique_ptr<DraftModel> draft_model_;
   // Beside a GPU the audio encoder runs on a CPU backend of its own (its ops compute in host
   // memory); on the CPU it shares backend_.
   std::unique_ptr<kernels::Backend> audio_backend_;

@@ -200,8 +200,9 @@ Scheduler::Scheduler(Engine& engine, SchedulerOptions options)
     draft_slot_.resize(rows);
     draft_ids_.resize(rows);
     draft_top_.resize(rows);
-    assistant_wanted_.reserve(engine_.n_slots());
   }
+  drafter_wanted_.reserve(engine_.n_slots());
+  model_wants_.reserve(engine_.n_slots());
 }
 
 Scheduler::~Scheduler() {
@@ -391,29 +392,35 @@ void Scheduler::choose_tokens(StepStats& stats) {
   }
   // What a drafted row would cost, as a share of this step so far (engine/draft.h).
   const double row_share = options_.draft_row_share.value_or(step_cost_.row_share(n));
-  assistant_wanted_.clear();
+  drafter_wanted_.clear();
   for (auto& s : running_) {
     if (s->n_scheduled != 1 || n >= budget) continue;
     const int wanted = s->draft_length.next(row_share);
     if (wanted <= 0) continue;
-    // A drafter drafts for every sequence without one of its own, from its hidden state.
-    if (engine_.assistant() != nullptr && !s->request.drafter) {
+    // The engine's drafter drafts for every sequence without one of its own: an assistant from
+    // its hidden state, a draft model from its tokens (it cannot see media: such a sequence
+    // drafts by prompt lookup).
+    const bool assistant = engine_.assistant() != nullptr;
+    if (!s->request.drafter &&
+        (assistant || (engine_.draft_model() != nullptr && s->request.media.empty()))) {
       const int most = std::min(
           {wanted, budget - n, engine_.n_ctx() - int(s->tokens.size()), s->remaining() - 1});
-      if (most > 0 && slot_has_hidden_[s->slot] &&
-          std::ssize(assistant_wanted_) < engine_.assistant()->max_batch()) {
-        assistant_wanted_.emplace_back(s.get(), most);
+      if (most > 0 && (!assistant || slot_has_hidden_[s->slot]) &&
+          std::ssize(drafter_wanted_) < plan::drafter_rows(engine_.plan().request)) {
+        drafter_wanted_.emplace_back(s.get(), most);
         n += most;
       }
       continue;
     }
     n += draft(*s, std::min(wanted, budget - n));
   }
-  if (!assistant_wanted_.empty()) {
-    draft_with_assistant(assistant_wanted_);
+  if (!drafter_wanted_.empty()) {
+    if (engine_.assistant() != nullptr)
+      draft_with_assistant(drafter_wanted_);
+    else
+      draft_with_model(drafter_wanted_);
     // A failed drafter step drafts less than was counted: prompt chunks take the rest.
-    for (const auto& [seq, most] : assistant_wanted_)
-      n -= most - static_cast<int>(seq->draft.size());
+    for (const auto& [seq, most] : drafter_wanted_) n -= most - static_cast<int>(seq->draft.size());
   }
   for (auto& s : running_) {
     if (s->pending() > 1 && n < budget) {
@@ -477,6 +484,22 @@ void Scheduler::draft_with_assistant(std::vector<std::pair<Sequence*, int>>& wan
     }
     for (int i = 0; i < rows; ++i) wanted[i].first->draft.push_back(draft_ids_[i]);
   }
+  for (auto& [seq, most] : wanted) seq->n_scheduled += static_cast<int>(seq->draft.size());
+}
+
+// Drafts with the engine's draft model for each (sequence, most drafts): it catches up on each
+// sequence's tokens, then drafts them all one position per pass.
+void Scheduler::draft_with_model(std::vector<std::pair<Sequence*, int>>& wanted) {
+  DraftModel& draft_model = *engine_.draft_model();
+  model_wants_.clear();
+  for (auto& [seq, most] : wanted)
+    model_wants_.push_back(
+        {.tokens = seq->tokens, .slot = seq->slot, .most = most, .out = &seq->draft});
+  if (const util::Status status = draft_model.draft(model_wants_); !status) {
+    util::log_warn("speculative decoding: the draft model failed ({}); this step drafts less",
+                   status.error().message());
+  }
+  draft_model_prefilled_ = draft_model.caught_up_on_a_prompt();
   for (auto& [seq, most] : wanted) seq->n_scheduled += static_cast<int>(seq->draft.size());
 }
 
@@ -677,6 +700,7 @@ util::Result<StepStats> Scheduler::step() {
   if (running_.empty()) return stats;
   // A decode step's time, drafting, forward pass and sampling, prices the next steps' drafts.
   const auto started = Clock::now();
+  draft_model_prefilled_ = false;
   choose_tokens(stats);
   make_room(stats);
   encode_media();
@@ -723,7 +747,9 @@ util::Result<StepStats> Scheduler::step() {
     if (s->n_scheduled > 0) cache.commit(s->slot, s->cache_keys(), known, s->prefix_context);
   }
   sample(n, k);
-  if (stats.n_prefill_tokens == 0) step_cost_.record(n, seconds(started, Clock::now()));
+  // A step in which the draft model evaluated a prompt is a prefill too.
+  if (stats.n_prefill_tokens == 0 && !draft_model_prefilled_)
+    step_cost_.record(n, seconds(started, Clock::now()));
   // The K/V of rejected drafts stay in their cells, past the sequence's end: attention never
   // reads a position after its own, and the next steps write those positions again.
   for (auto& s : running_) {

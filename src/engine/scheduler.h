@@ -90,6 +90,7 @@ class Scheduler {
   void choose_tokens(StepStats& stats);
   int draft(Sequence& seq, int wanted);
   void draft_with_assistant(std::vector<std::pair<Sequence*, int>>& wanted);
+  void draft_with_model(std::vector<std::pair<Sequence*, int>>& wanted);
   void keep_hidden(const Sequence& seq, int row);
   void make_room(StepStats& stats);
   void encode_media();
@@ -130,7 +131,11 @@ class Scheduler {
   std::vector<uint8_t> slot_has_hidden_;
   std::vector<int32_t> draft_tokens_, draft_pos_, draft_slot_, draft_ids_;
   std::vector<float> draft_top_;
-  std::vector<std::pair<Sequence*, int>> assistant_wanted_;  // per step: who drafts, how many
+  // Per step: who the engine's drafter drafts for, and how many; a draft model's form of it, and
+  // whether it evaluated a prompt (engine/draft_model.h).
+  std::vector<std::pair<Sequence*, int>> drafter_wanted_;
+  std::vector<DraftModel::Want> model_wants_;
+  bool draft_model_prefilled_ = false;
 };
 
 // Steps `scheduler` until every request it holds has ended.

@@ -45,6 +45,15 @@ int drafter_rows(const Request& r) {
   return std::min(r.n_slots, r.n_ubatch);
 }
 
+kv::CacheConfig draft_kv_config(const Request& r) {
+  return {.n_ctx = r.n_ctx,
+          .n_ubatch = r.n_ubatch,
+          .n_slots = r.n_slots,
+          .k_type = r.k_type,
+          .v_type = r.v_type,
+          .prefix_cache = false};
+}
+
 int64_t draft_hidden_rows(const Request& r) {
   return logit_rows(r) + int64_t{r.n_slots} + drafter_rows(r);
 }
@@ -222,27 +231,30 @@ void add_activations(Plan& p, const PlanInput& in) {
                                model::Outputs::kMaxTopK * (sizeof(int32_t) + sizeof(float)))});
 }
 
-// A drafter (model/assistant.h): on the CPU, reading the model's KV cache there, so the layers
-// must compute on the CPU; its weights stay in its file's mapping (none of it is read per token of
-// the model: a draft step reads it all once for every drafting sequence).
-util::Status add_drafter(Plan& p, const PlanInput& in) {
-  if (in.drafter == nullptr) return {};
+// A draft model proposes token ids the model reads as its own: the two vocabularies must be one.
+util::Status check_same_vocabulary(const gguf::File& draft, const gguf::File& model) {
+  const gguf::Value* a = draft.find("tokenizer.ggml.tokens");
+  const gguf::Value* b = model.find("tokenizer.ggml.tokens");
+  auto strings = [](const gguf::Value* v) {
+    return v != nullptr && v->is_array() && v->array_type() == gguf::ValueType::kString;
+  };
+  if (!strings(a) || !strings(b) || a->array_strings() != b->array_strings()) {
+    return util::errorf(
+        "plan: the draft model {} does not share the vocabulary of {} ({} and {} tokens, or "
+        "different token texts) — draft with a model of the same family and tokenizer",
+        draft.name(), model.name(), strings(a) ? a->array_size() : 0,
+        strings(b) ? b->array_size() : 0);
+  }
+  return {};
+}
+
+// A Gemma 4 assistant drafter (model/assistant.h) reads the model's KV cache and hidden state: the
+// weights of its file, its activations, and the scheduler's rows of hidden states.
+util::Status add_assistant(Plan& p, const PlanInput& in) {
   if (auto read = model::assistant_cache_layers(*in.drafter, in.spec); !read) {
     return util::errorf("plan: {}", read.error().message());
   }
-  if (p.uses_gpu()) {
-    return util::errorf(
-        "plan: the Gemma 4 assistant drafter runs on the CPU, beside a model whose KV cache is "
-        "there — add --backend cpu, or drop --draft-model (prompt-lookup drafts with --draft run "
-        "on the GPU)");
-  }
   const Request& r = p.request;
-  uint64_t weights = 0;
-  for (const auto& t : in.drafter_file->tensors()) weights += t.n_bytes;
-  p.items.push_back({.name = std::string(kDrafterWeightsItem),
-                     .kind = ItemKind::kWeights,
-                     .device = 0,
-                     .bytes = weights});
   p.items.push_back({.name = std::string(kDrafterActivationsItem),
                      .kind = ItemKind::kActivations,
                      .device = 0,
@@ -253,6 +265,55 @@ util::Status add_drafter(Plan& p, const PlanInput& in) {
        .device = 0,
        .bytes = static_cast<uint64_t>(draft_hidden_rows(r)) * in.spec.n_embd * sizeof(float)});
   return {};
+}
+
+// A draft model (engine/draft_model.h) is a model of its own: its activations for a micro-batch
+// (it catches up on a prompt in micro-batches), a logits row per drafting sequence, and its KV
+// cache (draft_kv_config).
+util::Status add_draft_model(Plan& p, const PlanInput& in) {
+  HR_TRY(check_same_vocabulary(*in.drafter_file, in.file));
+  const Request& r = p.request;
+  const model::Spec& spec = *in.drafter;
+  p.items.push_back({.name = std::string(kDrafterActivationsItem),
+                     .kind = ItemKind::kActivations,
+                     .device = 0,
+                     .bytes = model::workspace_bytes(spec, r.n_ubatch, false)});
+  p.items.push_back(
+      {.name = std::string(kDrafterLogitsItem),
+       .kind = ItemKind::kLogits,
+       .device = 0,
+       .bytes = static_cast<uint64_t>(drafter_rows(r)) * spec.n_vocab * sizeof(float)});
+  const auto layers = model::kv_layers(spec);
+  HR_ASSIGN_OR_RETURN(uint64_t kv, kv::storage_bytes(layers, draft_kv_config(r)));
+  HR_ASSIGN_OR_RETURN(uint64_t bookkeeping, kv::bookkeeping_bytes(layers, draft_kv_config(r)));
+  p.items.push_back(
+      {.name = std::string(kDrafterKvItem), .kind = ItemKind::kKvCache, .device = 0, .bytes = kv});
+  // Its bookkeeping, and the tokens each slot's cache holds (to know what a sequence kept).
+  p.items.push_back({.name = std::string(kDrafterKvBookkeepingItem),
+                     .kind = ItemKind::kHost,
+                     .device = 0,
+                     .bytes = bookkeeping + uint64_t{4} * r.n_slots * r.n_ctx});
+  return {};
+}
+
+// A drafter runs on the CPU (an assistant beside the model's KV cache there, so the layers must
+// compute on the CPU too); its weights stay in its file's mapping (none of it is read per token of
+// the model: a draft step reads it all once for every drafting sequence).
+util::Status add_drafter(Plan& p, const PlanInput& in) {
+  if (in.drafter == nullptr) return {};
+  if (p.uses_gpu()) {
+    return util::errorf(
+        "plan: a drafter (--draft-model) runs on the CPU, beside a model computing there — add "
+        "--backend cpu, or drop --draft-model (prompt-lookup drafts with --draft run on the GPU)");
+  }
+  uint64_t weights = 0;
+  for (const auto& t : in.drafter_file->tensors()) weights += t.n_bytes;
+  p.items.push_back({.name = std::string(kDrafterWeightsItem),
+                     .kind = ItemKind::kWeights,
+                     .device = 0,
+                     .bytes = weights});
+  return in.drafter->arch == model::Arch::kGemma4Assistant ? add_assistant(p, in)
+                                                           : add_draft_model(p, in);
 }
 
 // LoRA adapters: each device holds max_loras slots for the layers it computes (model/lora.h),

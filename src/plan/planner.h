@@ -139,19 +139,26 @@ struct PlanInput {
   // A projector (--mmproj) whose encoders the run loads; null for none.
   const gguf::File* projector_file = nullptr;
   const mm::ProjectorSpec* projector = nullptr;
-  // A Gemma 4 assistant drafter (--draft-model, model/assistant.h) the run drafts with; null for
-  // none. It runs on the CPU: its weights stay in its file's mapping.
+  // The drafter (--draft-model) the run drafts with; null for none: a Gemma 4 assistant drafter
+  // (model/assistant.h; spec.arch kGemma4Assistant) or a small model of the same vocabulary
+  // (engine/draft_model.h). It runs on the CPU: its weights stay in its file's mapping.
   const gguf::File* drafter_file = nullptr;
   const model::Spec* drafter = nullptr;
 };
 
-// The plan items of a drafter: its weights, its activations, and the scheduler's rows of hidden
-// states it starts from.
+// The plan items of a drafter: its weights and its activations; an assistant's rows of hidden
+// states the scheduler keeps for it; a draft model's KV cache, its bookkeeping and its logits.
 inline constexpr std::string_view kDrafterWeightsItem = "drafter";
 inline constexpr std::string_view kDrafterActivationsItem = "drafter activations";
 inline constexpr std::string_view kDraftHiddenItem = "draft hidden states";
+inline constexpr std::string_view kDrafterKvItem = "drafter kv cache";
+inline constexpr std::string_view kDrafterKvBookkeepingItem = "drafter kv bookkeeping";
+inline constexpr std::string_view kDrafterLogitsItem = "drafter logits";
 // Rows of one drafter step: a row per drafting sequence, within a micro-batch.
 int drafter_rows(const Request& r);
+// A draft model's KV cache: every slot at the whole context, the model's micro-batch and KV types,
+// no prefix cache (a draft model's cache follows its slot's sequence; nothing is shared).
+kv::CacheConfig draft_kv_config(const Request& r);
 // Rows of hidden states the scheduler holds for a drafter: each output row of a step, then each
 // slot's latest, then a draft step's.
 int64_t draft_hidden_rows(const Request& r);

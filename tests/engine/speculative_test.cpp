@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "engine/draft.h"
+#include "engine/draft_model.h"
 #include "engine/scheduler.h"
 #include "model/synth.h"
 #include "testing/emulated_gpu.h"
@@ -340,10 +341,69 @@ std::string write_assistant(const std::string& target, const std::string& option
   return path;
 }
 
+// With the engine's drafter (`label` names it in the log): greedy and seeded (T = 0.8) requests
+// alone without drafts give the expected outputs; then, twice in one scheduler (the second round's
+// requests take over the first's slots, and a fifth waits for one), the same requests drafting,
+// beside one that does not draft and one with a drafter of its own, and one of `other`, a prompt
+// of another length, give them again, while drafts are made.
+void expect_drafting_leaves_outputs(engine::Engine& e, const std::vector<int32_t>& prompt,
+                                    const std::vector<int32_t>& other, int n_gen,
+                                    const std::string& label) {
+  Outcome greedy, sampled, greedy_other;
+  {
+    engine::Scheduler s(e, kAlwaysDraft);
+    ASSERT_EQ(s.submit(request(prompt, n_gen, greedy, 0)).refusal, engine::Refusal::kNone);
+    ASSERT_EQ(s.submit(request(prompt, n_gen, sampled, 0, 0.8f, 7)).refusal,
+              engine::Refusal::kNone);
+    ASSERT_EQ(s.submit(request(other, n_gen, greedy_other, 0)).refusal, engine::Refusal::kNone);
+    ASSERT_TRUE(engine::run_until_idle(s).ok());
+  }
+  ASSERT_EQ(greedy.tokens.size(), static_cast<size_t>(n_gen));
+  engine::Scheduler s(e, kAlwaysDraft);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(testing::Message() << "round " << round);
+    Outcome plain, drafted, drafted_sampled, drafted_other, own;
+    engine::Request mine = request(prompt, n_gen, own);
+    mine.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> out) {
+      const size_t at = tokens.size() - prompt.size();
+      size_t n = 0;
+      for (; n < out.size() && at + n < greedy.tokens.size(); ++n) out[n] = greedy.tokens[at + n];
+      return static_cast<int>(n);
+    };
+    ASSERT_EQ(s.submit(request(prompt, n_gen, plain, 0)).refusal, engine::Refusal::kNone);
+    ASSERT_EQ(
+        s.submit(request(round == 0 ? prompt : other, n_gen, round == 0 ? drafted : drafted_other))
+            .refusal,
+        engine::Refusal::kNone);
+    ASSERT_EQ(s.submit(request(prompt, n_gen, drafted_sampled, -1, 0.8f, 7)).refusal,
+              engine::Refusal::kNone);
+    ASSERT_EQ(s.submit(std::move(mine)).refusal, engine::Refusal::kNone);
+    if (round == 1) {
+      ASSERT_EQ(s.submit(request(prompt, n_gen, drafted)).refusal, engine::Refusal::kNone);
+    }
+    ASSERT_TRUE(engine::run_until_idle(s).ok());
+    EXPECT_EQ(plain.tokens, greedy.tokens);
+    EXPECT_EQ(drafted.tokens, greedy.tokens);
+    EXPECT_EQ(own.tokens, greedy.tokens);
+    EXPECT_EQ(drafted_sampled.tokens, sampled.tokens);
+    if (round == 1) {
+      EXPECT_EQ(drafted_other.tokens, greedy_other.tokens);
+    }
+    EXPECT_EQ(plain.stats.n_drafted, 0);
+    EXPECT_GT(drafted.stats.n_drafted, 0);
+    EXPECT_GT(drafted_sampled.stats.n_drafted, 0);
+    EXPECT_GT(own.stats.n_accepted, n_gen / 2);  // its own drafter, not the engine's
+    std::printf("[ %s ] round %d: greedy %d of %d kept, T=0.8 %d of %d\n", label.c_str(), round,
+                drafted.stats.n_accepted, drafted.stats.n_drafted, drafted_sampled.stats.n_accepted,
+                drafted_sampled.stats.n_drafted);
+  }
+  EXPECT_EQ(e.cache().bytes_in_use(), 0u);
+}
+
 // Random drafters draft tokens the target rarely picks: what this checks is that drafting with
 // one, among sequences drafting otherwise and not at all, in micro-batches that cut drafts short,
 // over sliding rings and shared caches holding rejected drafts, leaves the output unchanged,
-// greedy and seeded at T = 0.8.
+// greedy and seeded at T = 0.8 (expect_drafting_leaves_outputs).
 class SpeculativeAssistant : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SpeculativeAssistant, OutputIsTheSameWithAndWithoutTheDrafter) {
@@ -364,44 +424,10 @@ TEST_P(SpeculativeAssistant, OutputIsTheSameWithAndWithoutTheDrafter) {
     auto e = engine::Engine::load({.model_path = path, .draft_model_path = drafter, .request = r});
     ASSERT_TRUE(e.ok()) << e.error().message();
     ASSERT_NE((*e)->assistant(), nullptr);
-    // Without drafts, one request at a time: the expected outputs.
-    Outcome greedy, sampled;
-    {
-      engine::Scheduler s(**e, kAlwaysDraft);
-      ASSERT_EQ(s.submit(request(prompt, kGen, greedy, 0)).refusal, engine::Refusal::kNone);
-      ASSERT_EQ(s.submit(request(prompt, kGen, sampled, 0, 0.8f, 7)).refusal,
-                engine::Refusal::kNone);
-      ASSERT_TRUE(engine::run_until_idle(s).ok());
-    }
-    ASSERT_EQ(greedy.tokens.size(), static_cast<size_t>(kGen));
-    engine::Scheduler s(**e, kAlwaysDraft);
-    Outcome plain, drafted, drafted_sampled, own;
-    engine::Request mine = request(prompt, kGen, own);
-    mine.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> out) {
-      const size_t at = tokens.size() - prompt.size();
-      size_t n = 0;
-      for (; n < out.size() && at + n < greedy.tokens.size(); ++n) out[n] = greedy.tokens[at + n];
-      return static_cast<int>(n);
-    };
-    ASSERT_EQ(s.submit(request(prompt, kGen, plain, 0)).refusal, engine::Refusal::kNone);
-    ASSERT_EQ(s.submit(request(prompt, kGen, drafted)).refusal, engine::Refusal::kNone);
-    ASSERT_EQ(s.submit(request(prompt, kGen, drafted_sampled, -1, 0.8f, 7)).refusal,
-              engine::Refusal::kNone);
-    ASSERT_EQ(s.submit(std::move(mine)).refusal, engine::Refusal::kNone);
-    ASSERT_TRUE(engine::run_until_idle(s).ok());
-    EXPECT_EQ(plain.tokens, greedy.tokens);
-    EXPECT_EQ(drafted.tokens, greedy.tokens);
-    EXPECT_EQ(own.tokens, greedy.tokens);
-    EXPECT_EQ(drafted_sampled.tokens, sampled.tokens);
-    EXPECT_EQ(plain.stats.n_drafted, 0);
-    EXPECT_GT(drafted.stats.n_drafted, 0);
-    EXPECT_GT(drafted_sampled.stats.n_drafted, 0);
-    EXPECT_GT(own.stats.n_accepted, kGen / 2);  // its own drafter, not the assistant
-    std::printf("[ assistant drafts ] %s %s ubatch %d: greedy %d of %d kept, T=0.8 %d of %d\n",
-                c.shape.c_str(), std::string(gguf::tensor_type_name(c.kv)).c_str(), ubatch,
-                drafted.stats.n_accepted, drafted.stats.n_drafted, drafted_sampled.stats.n_accepted,
-                drafted_sampled.stats.n_drafted);
-    EXPECT_EQ((*e)->cache().bytes_in_use(), 0u);
+    expect_drafting_leaves_outputs(
+        **e, prompt, std::vector<int32_t>(prompt.begin() + 3, prompt.begin() + 12), kGen,
+        fmt::format("assistant drafts, {} {} ubatch {}", c.shape, gguf::tensor_type_name(c.kv),
+                    ubatch));
   }
 }
 
@@ -462,6 +488,185 @@ TEST(SpeculativeAssistant, DraftersThatAgreeByConstructionAreKept) {
     EXPECT_GE(kept, input == "token" ? 0.5 : 0.3);
   }
 }
+
+// A draft model (engine/draft_model.h): a tiny Gemma 4 of another shape, random, so its drafts
+// are mostly rejected — the output must not change, greedy and seeded at T = 0.8, among sequences
+// drafting otherwise and not at all, with prompts longer than a micro-batch (it catches up on them
+// in several passes) and slots that a second round of requests takes over; and it allocates
+// exactly what the plan prices.
+struct DraftCase {
+  std::string shape, draft_shape;
+  tensor::DType kv;
+};
+
+void PrintTo(const DraftCase& c, std::ostream* os) {
+  *os << c.shape << " drafted by " << c.draft_shape << " " << gguf::tensor_type_name(c.kv);
+}
+
+class SpeculativeDraftModel : public ::testing::TestWithParam<DraftCase> {};
+
+TEST_P(SpeculativeDraftModel, OutputIsTheSameWithAndWithoutTheDraftModel) {
+  const DraftCase& c = GetParam();
+  const fs::path dir = testing_util::temp_dir();
+  const auto path = (dir / (c.shape + ".gguf")).string();
+  const auto draft_path = (dir / (c.draft_shape + "-draft.gguf")).string();
+  ASSERT_NO_FATAL_FAILURE(write_gemma4(c.shape, path));
+  ASSERT_NO_FATAL_FAILURE(write_gemma4(c.draft_shape, draft_path));
+  const auto long_prompt = testing_util::spread_token_ids(37);
+  const auto short_prompt = std::vector<int32_t>(long_prompt.begin() + 5, long_prompt.begin() + 14);
+  constexpr int kGen = 40;
+  for (int ubatch : {8, 64}) {
+    SCOPED_TRACE(testing::Message() << "micro-batch " << ubatch);
+    const plan::Request r{.n_ctx = 128,
+                          .k_type = c.kv,
+                          .v_type = c.kv,
+                          .n_slots = 4,
+                          .n_ubatch = ubatch,
+                          .n_draft = 4};
+    auto e =
+        engine::Engine::load({.model_path = path, .draft_model_path = draft_path, .request = r});
+    ASSERT_TRUE(e.ok()) << e.error().message();
+    ASSERT_NE((*e)->draft_model(), nullptr);
+    ASSERT_EQ((*e)->assistant(), nullptr);
+    expect_drafting_leaves_outputs(
+        **e, long_prompt, short_prompt, kGen,
+        fmt::format("draft model, {} by {} {} ubatch {}", c.shape, c.draft_shape,
+                    gguf::tensor_type_name(c.kv), ubatch));
+    // The draft model's cache and activations are what the plan priced.
+    const engine::Verification v = (*e)->verify();
+    for (const engine::MemoryCheck& m : v.classes) {
+      if (m.name == "kv cache" || m.name == "activations") {
+        EXPECT_EQ(m.allocated, m.planned) << m.name;
+      }
+    }
+    const auto items = (*e)->plan().items;
+    for (const std::string_view name : {plan::kDrafterWeightsItem, plan::kDrafterKvItem,
+                                        plan::kDrafterActivationsItem, plan::kDrafterLogitsItem}) {
+      EXPECT_TRUE(std::ranges::any_of(items, [&](const auto& i) { return i.name == name; }))
+          << name;
+    }
+  }
+}
+
+// The model as its own draft model drafts exactly what it picks: greedy, every draft is kept —
+// provided the draft model is fed each sequence's tokens at the right positions in the right slot
+// and catches up on exactly what the last step kept (a token off anywhere and drafts are lost).
+// Two sequences at once, one prompt longer than the micro-batch.
+TEST(SpeculativeDraftModel, TheModelAsItsOwnDraftModelHasEveryDraftKept) {
+  const fs::path dir = testing_util::temp_dir();
+  const std::string path = (dir / "tiny-e.gguf").string();
+  ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", path));
+  const auto long_prompt = testing_util::spread_token_ids(29);
+  const auto short_prompt = std::vector<int32_t>(long_prompt.begin(), long_prompt.begin() + 6);
+  constexpr int kGen = 40;
+  const plan::Request r{.n_ctx = 128,
+                        .k_type = tensor::DType::kF32,
+                        .v_type = tensor::DType::kF32,
+                        .n_slots = 2,
+                        .n_ubatch = 16,
+                        .n_draft = 3};
+  auto e = engine::Engine::load({.model_path = path, .draft_model_path = path, .request = r});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  ASSERT_NE((*e)->draft_model(), nullptr);
+  engine::Scheduler s(**e, kAlwaysDraft);
+  Outcome plain_long, plain_short, drafted_long, drafted_short;
+  ASSERT_EQ(s.submit(request(long_prompt, kGen, plain_long, 0)).refusal, engine::Refusal::kNone);
+  ASSERT_EQ(s.submit(request(short_prompt, kGen, plain_short, 0)).refusal, engine::Refusal::kNone);
+  ASSERT_TRUE(engine::run_until_idle(s).ok());
+  ASSERT_EQ(s.submit(request(long_prompt, kGen, drafted_long)).refusal, engine::Refusal::kNone);
+  ASSERT_EQ(s.submit(request(short_prompt, kGen, drafted_short)).refusal, engine::Refusal::kNone);
+  ASSERT_TRUE(engine::run_until_idle(s).ok());
+  EXPECT_EQ(drafted_long.tokens, plain_long.tokens);
+  EXPECT_EQ(drafted_short.tokens, plain_short.tokens);
+  for (const Outcome* o : {&drafted_long, &drafted_short}) {
+    std::printf("[ draft model: itself ] %d of %d drafted tokens kept\n", o->stats.n_accepted,
+                o->stats.n_drafted);
+    EXPECT_GT(o->stats.n_drafted, kGen / 2);
+    EXPECT_EQ(o->stats.n_accepted, o->stats.n_drafted);
+  }
+}
+
+// The model as its own draft model, driven directly: whatever it was fed before — drafts a step
+// rejected, a wrong token, a sequence further on, another sequence in the slot — drafting after a
+// prefix of the model's greedy output proposes that output's next tokens, so it caught up on
+// exactly what its cache lacked and rewound or started over where it had to.
+TEST(SpeculativeDraftModel, DraftsAfterAnyHistoryAreTheGreedyContinuation) {
+  const std::string path = (testing_util::temp_dir() / "tiny-e.gguf").string();
+  ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", path));
+  const auto ids = testing_util::spread_token_ids(40);
+  const std::vector<int32_t> prompt(ids.begin(), ids.begin() + 29),
+      other(ids.begin() + 29, ids.end());
+  const plan::Request r{.n_ctx = 128,
+                        .k_type = tensor::DType::kF32,
+                        .v_type = tensor::DType::kF32,
+                        .n_slots = 2,
+                        .n_ubatch = 16,
+                        .n_draft = 3};
+  auto e = engine::Engine::load({.model_path = path, .draft_model_path = path, .request = r});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  Outcome greedy, greedy_other;
+  {
+    engine::Scheduler s(**e);
+    ASSERT_EQ(s.submit(request(prompt, 90, greedy, 0)).refusal, engine::Refusal::kNone);
+    ASSERT_EQ(s.submit(request(other, 10, greedy_other, 0)).refusal, engine::Refusal::kNone);
+    ASSERT_TRUE(engine::run_until_idle(s).ok());
+  }
+  ASSERT_EQ(greedy.tokens.size(), 90u);
+  engine::DraftModel& d = *(*e)->draft_model();
+  // Drafts `most` after the prompt and the first `n` picks (then `wrong`, if not -1) in `slot`.
+  auto draft = [&](int slot, int n, int most, int32_t wrong = -1) {
+    std::vector<int32_t> tokens = prompt, out;
+    out.reserve(most);
+    tokens.insert(tokens.end(), greedy.tokens.begin(), greedy.tokens.begin() + n);
+    if (wrong >= 0) tokens.push_back(wrong);
+    const engine::DraftModel::Want want{.tokens = tokens, .slot = slot, .most = most, .out = &out};
+    EXPECT_TRUE(d.draft(std::span(&want, 1)).ok());
+    return out;
+  };
+  auto picks = [&](int from, int most) {
+    return std::vector<int32_t>(greedy.tokens.begin() + from, greedy.tokens.begin() + from + most);
+  };
+  EXPECT_EQ(draft(0, 0, 3), picks(0, 3));                         // the prompt, in two passes
+  EXPECT_EQ(draft(0, 2, 3), picks(2, 3));                         // two kept, one rejected
+  EXPECT_EQ(draft(0, 5, 3), picks(5, 3));                         // all kept
+  draft(0, 8, 3, (greedy.tokens[8] + 1) % (*e)->spec().n_vocab);  // a wrong token
+  EXPECT_EQ(draft(0, 8, 3), picks(8, 3));                         // its K/V written again
+  // 72 tokens on, then 68 back: past what the sliding layers' rings (48 cells) still hold, so
+  // it starts over.
+  EXPECT_EQ(draft(0, 80, 2), picks(80, 2));
+  EXPECT_EQ(draft(0, 12, 3), picks(12, 3));
+  // Another sequence in slot 0, then the first again in slot 1 and back in slot 0.
+  std::vector<int32_t> out;
+  out.reserve(3);
+  const engine::DraftModel::Want want{.tokens = other, .slot = 0, .most = 3, .out = &out};
+  ASSERT_TRUE(d.draft(std::span(&want, 1)).ok());
+  EXPECT_EQ(out,
+            std::vector<int32_t>(greedy_other.tokens.begin(), greedy_other.tokens.begin() + 3));
+  EXPECT_EQ(draft(1, 20, 3), picks(20, 3));
+  EXPECT_EQ(draft(0, 20, 3), picks(20, 3));
+}
+
+// A draft model must propose the model's own token ids: another vocabulary is refused.
+TEST(SpeculativeDraftModel, AnotherVocabularyIsRefused) {
+  const std::string path = (testing_util::temp_dir() / "tiny-e.gguf").string();
+  ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", path));
+  auto e = engine::Engine::load(
+      {.model_path = path, .draft_model_path = stories(), .request = {.n_ctx = 64, .n_draft = 3}});
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message().find("does not share the vocabulary"), std::string::npos)
+      << e.error().message();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SpeculativeDraftModel,
+    ::testing::Values(DraftCase{"tiny-e", "tiny-dense-keqv", tensor::DType::kF16},
+                      DraftCase{"tiny-moe", "tiny-e", tensor::DType::kQ8_0},
+                      DraftCase{"tiny-dense-keqv", "tiny-moe", tensor::DType::kF32}),
+    [](const ::testing::TestParamInfo<DraftCase>& p) {
+      return testing_util::test_name(p.param.shape) + "_by_" +
+             testing_util::test_name(p.param.draft_shape) + "_" +
+             std::string(gguf::tensor_type_name(p.param.kv));
+    });
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SpeculativeAssistant,
                          ::testing::Values(Case{"tiny-e", tensor::DType::kF16},

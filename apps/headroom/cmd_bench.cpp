@@ -146,6 +146,7 @@ util::Result<nlohmann::json> run_tests(engine::Engine& e, const Options& o,
         if (kinds[k] != engine::Drafts::kNone) {
           row["drafts"] = kinds[k] == engine::Drafts::kOracle ? "oracle"
                           : e.assistant() != nullptr          ? "assistant"
+                          : e.draft_model() != nullptr        ? "draft-model"
                                                               : "lookup";
           row["drafted"] = drafts[k].n_drafted;
           row["accepted"] = drafts[k].n_accepted;
@@ -226,9 +227,10 @@ void print_table(const nlohmann::json& doc, const Machine& m) {
         "\n%s at depth %d with %s drafts (up to %d a step): %.2f ± %.2f tok/s, %.2f× without; "
         "%d of %d drafted tokens kept (%.0f%%)",
         r["test"].get<std::string>().c_str(), r["depth"].get<int>(),
-        r["drafts"] == "oracle"      ? "always-right"
-        : r["drafts"] == "assistant" ? "assistant-model"
-                                     : "prompt-lookup",
+        r["drafts"] == "oracle"        ? "always-right"
+        : r["drafts"] == "assistant"   ? "assistant-model"
+        : r["drafts"] == "draft-model" ? "draft-model"
+                                       : "prompt-lookup",
         doc["draft"].get<int>(), r["tokens_per_second"].get<double>(), r["sd"].get<double>(),
         r["tokens_per_second"].get<double>() / (*plain)["tokens_per_second"].get<double>(),
         accepted, drafted, drafted > 0 ? 100.0 * accepted / drafted : 0.0);

@@ -51,9 +51,11 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
                   "with --draft-model)")
       ->check(CLI::NonNegativeNumber);
   cmd->add_option("--draft-model", f.draft_model,
-                  "Speculative decoding with a Gemma 4 assistant (MTP) drafter GGUF, in the form "
-                  "llama.cpp reads: it drafts from the model's own hidden state and KV cache, "
-                  "for every request that does not turn drafting off; runs on the CPU for now");
+                  "Speculative decoding with a drafter GGUF, for every request that does not "
+                  "turn drafting off: a Gemma 4 assistant (MTP) drafter in the form llama.cpp "
+                  "reads (it drafts from the model's own hidden state and KV cache), or a small "
+                  "model with the same vocabulary (its own KV cache, like llama.cpp's -md); runs "
+                  "on the CPU for now");
   cmd->add_option("--cpu-mem", f.cpu_mem,
                   "RAM budget, e.g. 8G (default: available RAM minus a margin)");
   cmd->add_option("--gpu-mem", f.gpu_mem,
@@ -104,8 +106,8 @@ std::function<std::string(int)> KernelFlags::gpu_backend() const {
 
 namespace {
 
-// Drafts per step with --draft-model and no --draft: llama.cpp's default for these drafters.
-constexpr int kDefaultAssistantDrafts = 3;
+// Drafts per step with --draft-model and no --draft: llama.cpp's default for its MTP drafters.
+constexpr int kDefaultModelDrafts = 3;
 
 util::Result<tensor::DType> kv_type(const std::string& name, const char* flag) {
   auto t = gguf::tensor_type_from_name(name);
@@ -212,7 +214,7 @@ util::Result<PlannedModel> plan_model(const PlanFlags& f) {
   r.n_ubatch = f.ubatch;
   if (f.draft == 0 && !f.draft_model.empty())
     return util::errorf("--draft 0 turns drafting off: drop --draft-model, or give --draft N > 0");
-  r.n_draft = f.draft >= 0 ? f.draft : f.draft_model.empty() ? 0 : kDefaultAssistantDrafts;
+  r.n_draft = f.draft >= 0 ? f.draft : f.draft_model.empty() ? 0 : kDefaultModelDrafts;
   r.n_threads = f.kernels.threads;
   r.reference_kernels = f.kernels.reference();
   r.n_cpu_layers = f.cpu_layers;

@@ -78,6 +78,36 @@ TEST(Run, ADraftModelLeavesTheTextAsItIsAndIsPlanned) {
   EXPECT_NE(err.find("--backend cpu"), std::string::npos) << err;
 }
 
+// --draft-model with a small model of the same vocabulary (here the model itself, which drafts
+// what it picks): the plan lists the draft model's own KV cache, the text is the one without it,
+// every draft is kept; a model of another vocabulary is refused with what to do.
+TEST(Run, ASmallDraftModelLeavesTheTextAsItIsAndKeepsItsOwnCache) {
+  const std::string target = (testing_util::temp_dir() / "tiny-e.gguf").string();
+  std::string out, err;
+  ASSERT_EQ(testing_util::run_command(
+                headroom() + " synth --arch gemma4 --shape tiny-e -o " + target, &out, &err),
+            0)
+      << err;
+  const std::string run =
+      headroom() + " run -m " + target + " -p 'Once upon a time' -n 24 --temp 0";
+  std::string plain, plain_err, drafted, drafted_err;
+  ASSERT_EQ(testing_util::run_command(run, &plain, &plain_err), 0) << plain_err;
+  ASSERT_EQ(testing_util::run_command(run + " --draft-model " + target, &drafted, &drafted_err), 0)
+      << drafted_err;
+  EXPECT_EQ(drafted, plain);
+  for (const char* item : {"drafter kv cache", "drafter activations", "drafter logits"})
+    EXPECT_NE(drafted_err.find(item), std::string::npos) << item << " in the plan\n" << drafted_err;
+  const size_t at = drafted_err.find("drafts: ");
+  ASSERT_NE(at, std::string::npos) << drafted_err;
+  int kept = 0, total = 0;
+  ASSERT_EQ(std::sscanf(drafted_err.c_str() + at, "drafts: %d of %d kept", &kept, &total), 2);
+  EXPECT_GT(total, 0);
+  EXPECT_EQ(kept, total);
+  const std::string stories = (testing_util::shared_dir() / "models/stories260K.gguf").string();
+  EXPECT_NE(testing_util::run_command(run + " --draft-model " + stories, &out, &err), 0);
+  EXPECT_NE(err.find("does not share the vocabulary"), std::string::npos) << err;
+}
+
 TEST(Run, PromptLongerThanTheContextIsRefusedWithBothCounts) {
   std::string prompt;
   for (int i = 0; i < 100; ++i) prompt += "Once upon a time ";

@@ -103,9 +103,49 @@ TEST(Server, SpeculativeDecodingKeepsTheGoldenTextAndCountsTheDrafts) {
   EXPECT_EQ(bad["error"]["param"], "speculative.n_max") << bad.dump();
 }
 
-// --draft-model: a Gemma 4 assistant drafter (a tiny random one, for a tiny Gemma 4 model) drafts
-// for every request that does not turn drafting off; four concurrent greedy completions, batched
-// together, give the text one gives without drafts, and their drafts are counted in /metrics.
+// --draft-model: the drafter drafts for every request that does not turn drafting off; four
+// concurrent greedy completions, batched together, give the text one gives without drafts, and
+// their drafts are counted in /metrics. Returns the drafts (kept, drafted) of the four.
+std::pair<int, int> drafted_completions(const std::string& target, const std::string& drafter) {
+  engine::EngineOptions o = small();
+  o.model_path = target;
+  o.draft_model_path = drafter;
+  o.request.n_draft = 3;
+  Running s(o);
+  auto c = s.client();
+  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}};
+  json plain_body = body;
+  plain_body["speculative.n_max"] = 0;
+  int status = 0;
+  const json plain = post(c, "/v1/completions", plain_body, &status);
+  EXPECT_EQ(status, 200) << plain.dump();
+  std::vector<json> results(4);
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < results.size(); ++i) {
+    clients.emplace_back([&, i] {
+      auto ci = s.client();
+      results[i] = post(ci, "/v1/completions", body);
+    });
+  }
+  for (auto& t : clients) t.join();
+  int kept = 0, drafted = 0;
+  for (const json& r : results) {
+    if (!r.contains("choices")) {
+      ADD_FAILURE() << r.dump();
+      continue;
+    }
+    EXPECT_EQ(r["choices"][0]["text"], plain["choices"][0]["text"]) << r.dump();
+    const json& d = r["usage"]["completion_tokens_details"];
+    kept += d["accepted_prediction_tokens"].get<int>();
+    drafted +=
+        d["accepted_prediction_tokens"].get<int>() + d["rejected_prediction_tokens"].get<int>();
+  }
+  EXPECT_GT(drafted, 0);
+  EXPECT_EQ(metric(metrics_text(s), "headroom_draft_tokens_total"), drafted);
+  return {kept, drafted};
+}
+
+// A Gemma 4 assistant drafter (a tiny random one, for a tiny Gemma 4 model).
 TEST(Server, AnAssistantDrafterLeavesConcurrentCompletionsAsTheyAre) {
   const auto dir = testing_util::temp_dir();
   const std::string target = (dir / "tiny-e.gguf").string(), drafter = (dir / "mtp.gguf").string();
@@ -119,37 +159,17 @@ TEST(Server, AnAssistantDrafterLeavesConcurrentCompletionsAsTheyAre) {
                                       &out, &err),
             0)
       << err;
-  engine::EngineOptions o = small();
-  o.model_path = target;
-  o.draft_model_path = drafter;
-  o.request.n_draft = 3;
-  Running s(o);
-  auto c = s.client();
-  const json body = {{"prompt", "Once upon a time"}, {"max_tokens", 40}, {"temperature", 0}};
-  json plain_body = body;
-  plain_body["speculative.n_max"] = 0;
-  int status = 0;
-  const json plain = post(c, "/v1/completions", plain_body, &status);
-  ASSERT_EQ(status, 200) << plain.dump();
-  std::vector<json> results(4);
-  std::vector<std::thread> clients;
-  for (size_t i = 0; i < results.size(); ++i) {
-    clients.emplace_back([&, i] {
-      auto ci = s.client();
-      results[i] = post(ci, "/v1/completions", body);
-    });
-  }
-  for (auto& t : clients) t.join();
-  int drafted = 0;
-  for (const json& r : results) {
-    ASSERT_TRUE(r.contains("choices")) << r.dump();
-    EXPECT_EQ(r["choices"][0]["text"], plain["choices"][0]["text"]) << r.dump();
-    const json& d = r["usage"]["completion_tokens_details"];
-    drafted +=
-        d["accepted_prediction_tokens"].get<int>() + d["rejected_prediction_tokens"].get<int>();
-  }
-  EXPECT_GT(drafted, 0);
-  EXPECT_EQ(metric(metrics_text(s), "headroom_draft_tokens_total"), drafted);
+  drafted_completions(target, drafter);
+}
+
+// A draft model with a cache of its own: the model itself, so each of its drafts is kept.
+TEST(Server, ADraftModelLeavesConcurrentCompletionsAsTheyAre) {
+  const std::string target = (testing_util::temp_dir() / "tiny-e.gguf").string();
+  auto w = model::synth_writer({.arch = "gemma4", .shape = "tiny-e"});
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(w->write(target).ok());
+  const auto [kept, drafted] = drafted_completions(target, target);
+  EXPECT_EQ(kept, drafted);
 }
 
 TEST(Server, StreamedChatEqualsTheWholeResponse) {

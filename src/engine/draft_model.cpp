@@ -87,23 +87,27 @@ util::Status DraftModel::draft(std::span<const Want> wants) {
 }
 
 util::Status DraftModel::draft_rows(std::span<const Want> wants) {
+  // Catching up: each sequence's tokens the cache lacks, its last one's logits the first draft. A
+  // sequence that lacks more than a pass holds (a prompt) catches up on a pass's worth and drafts
+  // nothing this step: a long prompt is caught up on over several steps, so that the others'
+  // decoding never waits for more than a pass per drafting sequence.
   const int max_batch = static_cast<int>(tokens_.size());
-  // Catching up: each sequence's tokens the cache lacks, its last one's logits the first draft.
   int longest = 0;
   for (int w = 0; w < std::ssize(wants); ++w) {
     const Want& want = wants[w];
     const int n = static_cast<int>(want.tokens.size());
     const int from = catch_up_from(want.slot, want.tokens);
-    // Between two drafts a sequence gains at most the probe interval's picks and a step's drafts.
-    caught_up_on_a_prompt_ |= n - from > DraftLength::kProbeEvery + max_rewind_ + 1;
     if (!cache_.reserve(want.slot, n + want.most - 1)) {
       return util::errorf("the draft model's cache cannot hold {} positions", n + want.most - 1);
     }
-    for (int p = from; p < n; ++p) {
+    const int end = std::min(n, from + max_batch);
+    // Between two drafts a sequence gains at most the probe interval's picks and a step's drafts.
+    caught_up_on_a_prompt_ |= end - from > DraftLength::kProbeEvery + max_rewind_ + 1;
+    for (int p = from; p < end; ++p) {
       if (rows_ == max_batch) HR_TRY(run_rows(wants));
       add_row(want.tokens[p], p, want.slot, p == n - 1 ? w : -1);
     }
-    longest = std::max(longest, want.most);
+    if (end == n) longest = std::max(longest, want.most);
   }
   HR_TRY(run_rows(wants));
   // Then one row per sequence and draft position, fed the draft before it.

@@ -40,8 +40,10 @@ class DraftModel {
                                                         const plan::Request& request);
 
   // Drafts greedily for each of `wants` (at most plan::drafter_rows of them, each slot once): all
-  // sequences catch up together, then one pass per draft position. A pass that fails leaves the
-  // drafts made so far (drafts are only guesses) and returns its error.
+  // sequences catch up together (one that lacks more than a pass holds, a prompt, catches up a
+  // pass's worth a call and drafts nothing until it has caught up), then one pass per draft
+  // position. A pass that fails leaves the drafts made so far (drafts are only guesses) and
+  // returns its error.
   util::Status draft(std::span<const Want> wants);
 
   // Whether the last draft() caught a sequence up on more tokens than decoding adds between two

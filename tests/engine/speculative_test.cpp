@@ -515,7 +515,10 @@ TEST_P(SpeculativeDraftModel, OutputIsTheSameWithAndWithoutTheDraftModel) {
   const auto long_prompt = testing_util::spread_token_ids(37);
   const auto short_prompt = std::vector<int32_t>(long_prompt.begin() + 5, long_prompt.begin() + 14);
   constexpr int kGen = 40;
-  for (int ubatch : {8, 64}) {
+  // Micro-batch 16: four decoding sequences leave 12 rows, 4 drafts each for three. (At 8 the
+  // first drafting sequence — never kept, yet always drafting at no cost — would take them all,
+  // and the second would never catch up on its prompt: a sequence catches up only when drafting.)
+  for (int ubatch : {16, 64}) {
     SCOPED_TRACE(testing::Message() << "micro-batch " << ubatch);
     const plan::Request r{.n_ctx = 128,
                           .k_type = c.kv,
@@ -601,7 +604,7 @@ TEST(SpeculativeDraftModel, DraftsAfterAnyHistoryAreTheGreedyContinuation) {
                         .v_type = tensor::DType::kF32,
                         .n_slots = 2,
                         .n_ubatch = 16,
-                        .n_draft = 3};
+                        .n_draft = 4};  // rewinds of 4 stay in place
   auto e = engine::Engine::load({.model_path = path, .draft_model_path = path, .request = r});
   ASSERT_TRUE(e.ok()) << e.error().message();
   Outcome greedy, greedy_other;
@@ -613,37 +616,52 @@ TEST(SpeculativeDraftModel, DraftsAfterAnyHistoryAreTheGreedyContinuation) {
   }
   ASSERT_EQ(greedy.tokens.size(), 90u);
   engine::DraftModel& d = *(*e)->draft_model();
-  // Drafts `most` after the prompt and the first `n` picks (then `wrong`, if not -1) in `slot`.
+  // The drafts after `tokens` in `slot`, and the calls it took: a call catches up on at most a
+  // pass (16 tokens) and drafts only once it has caught up.
+  struct Drafted {
+    std::vector<int32_t> drafts;
+    int calls = 0;
+  };
+  auto draft_tokens = [&](int slot, const std::vector<int32_t>& tokens, int most) {
+    Drafted got;
+    got.drafts.reserve(most);
+    const engine::DraftModel::Want want{
+        .tokens = tokens, .slot = slot, .most = most, .out = &got.drafts};
+    while (got.drafts.empty() && got.calls < 10) {
+      EXPECT_TRUE(d.draft(std::span(&want, 1)).ok());
+      ++got.calls;
+    }
+    return got;
+  };
+  // After the prompt and the first `n` picks (then `wrong`, if not -1).
   auto draft = [&](int slot, int n, int most, int32_t wrong = -1) {
-    std::vector<int32_t> tokens = prompt, out;
-    out.reserve(most);
+    std::vector<int32_t> tokens = prompt;
     tokens.insert(tokens.end(), greedy.tokens.begin(), greedy.tokens.begin() + n);
     if (wrong >= 0) tokens.push_back(wrong);
-    const engine::DraftModel::Want want{.tokens = tokens, .slot = slot, .most = most, .out = &out};
-    EXPECT_TRUE(d.draft(std::span(&want, 1)).ok());
-    return out;
+    return draft_tokens(slot, tokens, most);
   };
   auto picks = [&](int from, int most) {
     return std::vector<int32_t>(greedy.tokens.begin() + from, greedy.tokens.begin() + from + most);
   };
-  EXPECT_EQ(draft(0, 0, 3), picks(0, 3));                         // the prompt, in two passes
-  EXPECT_EQ(draft(0, 2, 3), picks(2, 3));                         // two kept, one rejected
-  EXPECT_EQ(draft(0, 5, 3), picks(5, 3));                         // all kept
-  draft(0, 8, 3, (greedy.tokens[8] + 1) % (*e)->spec().n_vocab);  // a wrong token
-  EXPECT_EQ(draft(0, 8, 3), picks(8, 3));                         // its K/V written again
-  // 72 tokens on, then 68 back: past what the sliding layers' rings (48 cells) still hold, so
-  // it starts over.
-  EXPECT_EQ(draft(0, 80, 2), picks(80, 2));
-  EXPECT_EQ(draft(0, 12, 3), picks(12, 3));
+  auto expect = [&](const Drafted& got, const std::vector<int32_t>& drafts, int calls) {
+    EXPECT_EQ(got.drafts, drafts);
+    EXPECT_EQ(got.calls, calls);
+  };
+  expect(draft(0, 0, 3), picks(0, 3), 2);  // the prompt: 29 tokens, two passes
+  expect(draft(0, 2, 3), picks(2, 3), 1);  // two kept, one rejected
+  expect(draft(0, 5, 3), picks(5, 3), 1);  // all kept
+  // A wrong token, then back before it: its K/V (and its drafts') written again, 4 back at most.
+  draft(0, 8, 3, (greedy.tokens[8] + 1) % (*e)->spec().n_vocab);
+  expect(draft(0, 8, 3), picks(8, 3), 1);
+  // 72 tokens on, then 68 back: past what the sliding layers' rings (48 cells) still hold, so it
+  // starts over (41 tokens, three passes).
+  expect(draft(0, 80, 2), picks(80, 2), 5);
+  expect(draft(0, 12, 3), picks(12, 3), 3);
   // Another sequence in slot 0, then the first again in slot 1 and back in slot 0.
-  std::vector<int32_t> out;
-  out.reserve(3);
-  const engine::DraftModel::Want want{.tokens = other, .slot = 0, .most = 3, .out = &out};
-  ASSERT_TRUE(d.draft(std::span(&want, 1)).ok());
-  EXPECT_EQ(out,
-            std::vector<int32_t>(greedy_other.tokens.begin(), greedy_other.tokens.begin() + 3));
-  EXPECT_EQ(draft(1, 20, 3), picks(20, 3));
-  EXPECT_EQ(draft(0, 20, 3), picks(20, 3));
+  expect(draft_tokens(0, other, 3),
+         std::vector<int32_t>(greedy_other.tokens.begin(), greedy_other.tokens.begin() + 3), 1);
+  expect(draft(1, 20, 3), picks(20, 3), 4);
+  expect(draft(0, 20, 3), picks(20, 3), 4);
 }
 
 // A draft model must propose the model's own token ids: another vocabulary is refused.

@@ -328,6 +328,8 @@ int run_bench(const Options& o) {
     if (d < 0) return fail("bench: --ctx-depth values must be ≥ 0");
     max_depth = std::max(max_depth, d);
   }
+  if (o.oracle_drafts && o.plan.draft <= 0 && o.plan.draft_model.empty())
+    return fail("bench: --oracle-drafts verifies drafts — give --draft N (or --draft-model)");
   PlanFlags flags = o.plan;
   if (flags.ctx == 0) flags.ctx = max_depth + std::max(o.n_prompt, o.n_gen) + 1;
   auto session = open_session(flags);
@@ -406,10 +408,9 @@ void add_bench(CLI::App& app, int& exit_code) {
                   "Comma-separated KV depths to test at, e.g. 0,4096 (a cached prefix)")
       ->capture_default_str();
   cmd->add_flag("--oracle-drafts", o->oracle_drafts,
-                "With --draft: also generate with drafts that are always right (the same run's "
-                "tokens, made first): what verifying --draft + 1 tokens a step gains on these "
-                "kernels, whatever the weights")
-      ->needs(cmd->get_option("--draft"));
+                "With --draft or --draft-model: also generate with drafts that are always right "
+                "(the same run's tokens, made first): what verifying --draft + 1 tokens a step "
+                "gains on these kernels, whatever the weights");
   cmd->add_flag("--json", o->json, "Print the results as one JSON document");
   cmd->callback([o, &exit_code] { exit_code = run_bench(*o); });
 }

@@ -61,7 +61,7 @@ TEST(Bench, TheScalarReferenceIsAvailableAsABaseline) {
 }
 
 // --draft: generation without drafts, with prompt lookup and with always-right drafts, each a row;
-// an always-right draft is always kept. --oracle-drafts needs --draft.
+// an always-right draft is always kept. --oracle-drafts needs drafts to verify.
 TEST(Bench, DraftedGenerationIsMeasuredBesideThePlainOne) {
   const auto bench = run_json("bench -r 1 -p 0 -n 24 --draft 3 --oracle-drafts --json");
   EXPECT_EQ(bench["draft"], 3);
@@ -78,6 +78,26 @@ TEST(Bench, DraftedGenerationIsMeasuredBesideThePlainOne) {
   std::string out, err;
   EXPECT_EQ(testing_util::run_command(headroom() + " bench --oracle-drafts", &out, &err), 2);
   EXPECT_NE(err.find("--draft"), std::string::npos) << err;
+}
+
+// --draft-model alone drafts (3 a step): its row is labelled so, and with the model as its own
+// draft model every draft is kept, as every always-right one is.
+TEST(Bench, ADraftModelIsMeasuredBesideThePlainOneWithoutADraftFlag) {
+  const std::string model = (testing_util::temp_dir() / "tiny-e.gguf").string();
+  std::string out, err;
+  ASSERT_EQ(testing_util::run_command(
+                headroom() + " synth --arch gemma4 --shape tiny-e -o " + model, &out, &err),
+            0)
+      << err;
+  const auto bench = run_json("bench -m " + model + " --draft-model " + model +
+                              " -r 1 -p 0 -n 24 --oracle-drafts --json");
+  EXPECT_EQ(bench["draft"], 3);
+  ASSERT_EQ(bench["results"].size(), 3u);
+  const auto& drafted = bench["results"][1];
+  EXPECT_EQ(drafted["drafts"], "draft-model");
+  EXPECT_GT(drafted["drafted"].get<int>(), 0);
+  EXPECT_EQ(drafted["accepted"], drafted["drafted"]);
+  EXPECT_EQ(bench["results"][2]["drafts"], "oracle");
 }
 
 TEST(Bench, BadArgumentsGetOneLine) {

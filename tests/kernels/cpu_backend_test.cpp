@@ -1,6 +1,6 @@
 // CpuBackend's own promises (kernels/cpu/backend.h, "Results contract"), beyond matching the
 // reference, which backend_cases_test.cpp checks for every backend from one table: every case of
-// that table gives the same bits on 1, 2 and 3 threads, on the portable scalar path and on this
+// that table gives the same bits on 1, 2 and 3 threads, on the portable scalar path, AVX2 and this
 // CPU's own; and a token's attention alone has the bits it has inside a batch. The table's sizes
 // reach past the threading threshold (16384 values) so that the work is really split.
 #include <gtest/gtest.h>
@@ -24,11 +24,13 @@ using kernels::cpu::CpuBackend;
 using kernels::cpu::Isa;
 using tensor::DType;
 
-// The instruction-set paths whose small ops and attention differ: the portable one, and the CPU's
-// own if better (cpu_matmul_test.cpp covers every level of the matmul kernels).
+// The instruction-set paths whose small ops and attention differ: the portable one, AVX2 and the
+// CPU's own, where it has them (cpu_matmul_test.cpp covers every level of the matmul kernels).
 std::vector<Isa> isas() {
   std::vector<Isa> out{Isa::kScalar};
-  if (kernels::cpu::cpu_isa() != Isa::kScalar) out.push_back(kernels::cpu::cpu_isa());
+  const Isa best = kernels::cpu::cpu_isa();
+  if (best > Isa::kAvx2) out.push_back(Isa::kAvx2);
+  if (best != Isa::kScalar) out.push_back(best);
   return out;
 }
 

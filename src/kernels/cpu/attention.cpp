@@ -11,7 +11,8 @@
 // block at a time (int8 → f32 in registers, block scale applied once per block). It needs the
 // head's slice of a row to cover whole blocks (head_dim a multiple of 8, or of 32 for q8_0 and
 // q4_0); otherwise — and without AVX2 — the portable path decodes the blocks covering the head
-// into a buffer on the stack.
+// into a buffer on the stack. With AVX-512 the rows are read 16 lanes at a time (head_dim a
+// multiple of 16 for f32/f16) around the same softmax.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -211,11 +212,32 @@ struct BlockRow {
   }
 };
 
+// A chunk's K rows against a group's queries, and a chunk's V rows into a group's accumulators,
+// row by row (each row decoded while it is in L1 for every head of the group), through a row
+// reader's dot and axpy: one call per chunk, so that a reader compiled for a wider target than the
+// softmax around it costs no call per row.
+template <class Row>
+struct Chunk {
+  HR_AVX2 static void scores(const float* const* q, int n_heads, const uint8_t* const* rows, int n,
+                             int first, int d, float scale, float (*score)[kChunk]) {
+    for (int j = 0; j < n; ++j) {
+      for (int g = 0; g < n_heads; ++g) score[g][j] = Row::dot(q[g], rows[j], first, d) * scale;
+    }
+  }
+  HR_AVX2 static void accumulate(float (*acc)[kMaxHeadDim], int n_heads, const uint8_t* const* rows,
+                                 int n, const float (*weight)[kChunk], int first, int d) {
+    for (int j = 0; j < n; ++j) {
+      for (int g = 0; g < n_heads; ++g) Row::axpy(acc[g], weight[g][j], rows[j], first, d);
+    }
+  }
+};
+
 // The heads of one token that share a KV head, attended together: each cell's visibility is
 // decided once and each K and V row is decoded while it is in L1 for all of them (the cache of a
 // long context is far larger than L2, so a head at a time read it from memory once per head).
 // Each head's arithmetic is in the same order as alone, so results do not depend on the grouping.
-template <class KRow, class VRow>
+// KChunk and VChunk are Chunk<reader> of this target's readers or of the AVX-512 ones.
+template <class KChunk, class VChunk>
 HR_AVX2 void attend(const HeadTask& h, int n_heads) {
   alignas(32) float acc[kMaxGroup][kMaxHeadDim];
   float max_score[kMaxGroup], sum[kMaxGroup];
@@ -234,10 +256,9 @@ HR_AVX2 void attend(const HeadTask& h, int n_heads) {
     }
     if (n == 0) continue;
     alignas(32) float score[kMaxGroup][kChunk] = {};
-    for (int j = 0; j < n; ++j) {
-      const uint8_t* k = h.k_row(cell[j]);
-      for (int g = 0; g < n_heads; ++g) score[g][j] = KRow::dot(q[g], k, h.first, h.d) * h.scale;
-    }
+    const uint8_t* rows[kChunk];
+    for (int j = 0; j < n; ++j) rows[j] = h.k_row(cell[j]);
+    KChunk::scores(q, n_heads, rows, n, h.first, h.d, h.scale, score);
     // Lanes past n hold zeros; their weights are computed and never read.
     alignas(32) float weight[kMaxGroup][kChunk];
     for (int g = 0; g < n_heads; ++g) {
@@ -257,12 +278,10 @@ HR_AVX2 void attend(const HeadTask& h, int n_heads) {
       }
     }
     for (int j = 0; j < n; ++j) {
-      const uint8_t* v = h.v_row(cell[j]);
-      for (int g = 0; g < n_heads; ++g) {
-        sum[g] += weight[g][j];
-        VRow::axpy(acc[g], weight[g][j], v, h.first, h.d);
-      }
+      rows[j] = h.v_row(cell[j]);
+      for (int g = 0; g < n_heads; ++g) sum[g] += weight[g][j];
     }
+    VChunk::accumulate(acc, n_heads, rows, n, weight, h.first, h.d);
   }
   for (int g = 0; g < n_heads; ++g) {
     const __m256 inv = _mm256_set1_ps(sum[g] > 0.0f ? 1.0f / sum[g] : 0.0f);
@@ -274,44 +293,200 @@ HR_AVX2 void attend(const HeadTask& h, int n_heads) {
 
 using AttendFn = void (*)(const HeadTask&, int n_heads);
 
-template <class KRow>
+// The kernel for a K/V type pair with the chunk readers of one target (Readers<type>::Chunk), or
+// nullptr when there is none.
+template <template <DType> class Readers, class KChunk>
 AttendFn pick_v(DType v_type) {
   switch (v_type) {
     case DType::kF32:
-      return attend<KRow, F32Row>;
+      return attend<KChunk, typename Readers<DType::kF32>::Chunk>;
     case DType::kF16:
-      return attend<KRow, F16Row>;
+      return attend<KChunk, typename Readers<DType::kF16>::Chunk>;
     case DType::kQ8_0:
-      return attend<KRow, BlockRow<Q8_0Row>>;
+      return attend<KChunk, typename Readers<DType::kQ8_0>::Chunk>;
     case DType::kQ4_0:
-      return attend<KRow, BlockRow<Q4_0Row>>;
+      return attend<KChunk, typename Readers<DType::kQ4_0>::Chunk>;
     default:
       return nullptr;
   }
 }
 
-int alignment(DType type) {
-  return type == DType::kF32 || type == DType::kF16 ? 8 : 32;
-}
-
-// The kernel for a K/V type pair and head size, or nullptr when the portable path must run.
-AttendFn pick(DType k_type, DType v_type, int head_dim) {
-  if (head_dim % alignment(k_type) != 0 || head_dim % alignment(v_type) != 0) return nullptr;
+// The same, for a head size whose slice of a row the readers cover whole: `lanes` values (their
+// vector width) for f32 and f16 rows, 32-value blocks for q8_0 and q4_0.
+template <template <DType> class Readers>
+AttendFn pick(DType k_type, DType v_type, int head_dim, int lanes) {
+  auto covers = [&](DType t) {
+    return head_dim % (t == DType::kF32 || t == DType::kF16 ? lanes : 32) == 0;
+  };
+  if (!covers(k_type) || !covers(v_type)) return nullptr;
   switch (k_type) {
     case DType::kF32:
-      return pick_v<F32Row>(v_type);
+      return pick_v<Readers, typename Readers<DType::kF32>::Chunk>(v_type);
     case DType::kF16:
-      return pick_v<F16Row>(v_type);
+      return pick_v<Readers, typename Readers<DType::kF16>::Chunk>(v_type);
     case DType::kQ8_0:
-      return pick_v<BlockRow<Q8_0Row>>(v_type);
+      return pick_v<Readers, typename Readers<DType::kQ8_0>::Chunk>(v_type);
     case DType::kQ4_0:
-      return pick_v<BlockRow<Q4_0Row>>(v_type);
+      return pick_v<Readers, typename Readers<DType::kQ4_0>::Chunk>(v_type);
     default:
       return nullptr;
   }
 }
 
+// This target's readers by cache type.
+template <DType T>
+struct Readers256;
+template <>
+struct Readers256<DType::kF32> {
+  using Chunk = avx2::Chunk<F32Row>;
+};
+template <>
+struct Readers256<DType::kF16> {
+  using Chunk = avx2::Chunk<F16Row>;
+};
+template <>
+struct Readers256<DType::kQ8_0> {
+  using Chunk = avx2::Chunk<BlockRow<Q8_0Row>>;
+};
+template <>
+struct Readers256<DType::kQ4_0> {
+  using Chunk = avx2::Chunk<BlockRow<Q4_0Row>>;
+};
+
 }  // namespace avx2
+
+// The same readers 16 lanes wide (dot products summed in another order: AVX-512 results are the
+// AVX2 ones within rounding, and as batch- and thread-independent).
+HR_AVX512_VNNI_BEGIN
+namespace avx512 {
+
+HR_AVX512 inline __m512 load_f16(const uint16_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+
+struct F32Row {
+  static float dot(const float* q, const uint8_t* row, int first, int d) {
+    const float* k = reinterpret_cast<const float*>(row) + first;
+    __m512 s = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 16)
+      s = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(k + i), s);
+    return simd::hsum512(s);
+  }
+  static void axpy(float* acc, float w, const uint8_t* row, int first, int d) {
+    const float* v = reinterpret_cast<const float*>(row) + first;
+    const __m512 vw = _mm512_set1_ps(w);
+    for (int i = 0; i < d; i += 16)
+      _mm512_storeu_ps(acc + i,
+                       _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + i), _mm512_loadu_ps(acc + i)));
+  }
+};
+
+struct F16Row {
+  static float dot(const float* q, const uint8_t* row, int first, int d) {
+    const uint16_t* k = reinterpret_cast<const uint16_t*>(row) + first;
+    __m512 s = _mm512_setzero_ps();
+    for (int i = 0; i < d; i += 16) s = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load_f16(k + i), s);
+    return simd::hsum512(s);
+  }
+  static void axpy(float* acc, float w, const uint8_t* row, int first, int d) {
+    const uint16_t* v = reinterpret_cast<const uint16_t*>(row) + first;
+    const __m512 vw = _mm512_set1_ps(w);
+    for (int i = 0; i < d; i += 16)
+      _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(vw, load_f16(v + i), _mm512_loadu_ps(acc + i)));
+  }
+};
+
+// A 32-value block as two groups of 16 signed integers (as floats).
+struct Q8_0Row {
+  using Block = tensor::BlockQ8_0;
+  static void decode(const Block& b, __m512 v[2]) {
+    v[0] = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs))));
+    v[1] = _mm512_cvtepi32_ps(
+        _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs + 16))));
+  }
+};
+
+// q4_0: value j < 16 is the low nibble of qs[j], value j ≥ 16 the high nibble of qs[j − 16],
+// both minus 8.
+struct Q4_0Row {
+  using Block = tensor::BlockQ4_0;
+  static void decode(const Block& b, __m512 v[2]) {
+    const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i nibble = _mm_set1_epi8(0x0f), eight = _mm_set1_epi8(8);
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(packed, nibble), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(packed, 4), nibble), eight);
+    v[0] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(lo));
+    v[1] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(hi));
+  }
+};
+
+template <class Format>
+struct BlockRow {
+  using Block = typename Format::Block;
+  static float dot(const float* q, const uint8_t* row, int first, int d) {
+    const Block* blocks = reinterpret_cast<const Block*>(row) + first / 32;
+    __m512 s = _mm512_setzero_ps();
+    for (int b = 0; b < d / 32; ++b) {
+      __m512 k[2];
+      Format::decode(blocks[b], k);
+      const float* qb = q + 32 * b;
+      const __m512 block_dot =
+          _mm512_fmadd_ps(_mm512_loadu_ps(qb + 16), k[1], _mm512_mul_ps(_mm512_loadu_ps(qb), k[0]));
+      s = _mm512_fmadd_ps(block_dot, _mm512_set1_ps(_cvtsh_ss(blocks[b].d)), s);
+    }
+    return simd::hsum512(s);
+  }
+  static void axpy(float* acc, float w, const uint8_t* row, int first, int d) {
+    const Block* blocks = reinterpret_cast<const Block*>(row) + first / 32;
+    for (int b = 0; b < d / 32; ++b) {
+      __m512 v[2];
+      Format::decode(blocks[b], v);
+      const __m512 wd = _mm512_set1_ps(w * _cvtsh_ss(blocks[b].d));
+      float* a = acc + 32 * b;
+      for (int j = 0; j < 2; ++j)
+        _mm512_storeu_ps(a + 16 * j, _mm512_fmadd_ps(wd, v[j], _mm512_loadu_ps(a + 16 * j)));
+    }
+  }
+};
+
+template <class Row>
+struct Chunk {
+  static void scores(const float* const* q, int n_heads, const uint8_t* const* rows, int n,
+                     int first, int d, float scale, float (*score)[kChunk]) {
+    for (int j = 0; j < n; ++j) {
+      for (int g = 0; g < n_heads; ++g) score[g][j] = Row::dot(q[g], rows[j], first, d) * scale;
+    }
+  }
+  static void accumulate(float (*acc)[kMaxHeadDim], int n_heads, const uint8_t* const* rows, int n,
+                         const float (*weight)[kChunk], int first, int d) {
+    for (int j = 0; j < n; ++j) {
+      for (int g = 0; g < n_heads; ++g) Row::axpy(acc[g], weight[g][j], rows[j], first, d);
+    }
+  }
+};
+
+template <DType T>
+struct Readers512;
+template <>
+struct Readers512<DType::kF32> {
+  using Chunk = avx512::Chunk<F32Row>;
+};
+template <>
+struct Readers512<DType::kF16> {
+  using Chunk = avx512::Chunk<F16Row>;
+};
+template <>
+struct Readers512<DType::kQ8_0> {
+  using Chunk = avx512::Chunk<BlockRow<Q8_0Row>>;
+};
+template <>
+struct Readers512<DType::kQ4_0> {
+  using Chunk = avx512::Chunk<BlockRow<Q4_0Row>>;
+};
+
+}  // namespace avx512
+HR_AVX512_VNNI_END
 #endif  // HR_HAS_AVX2_PATH
 
 }  // namespace
@@ -346,8 +521,14 @@ void CpuBackend::attention(const AttentionBatch& b) {
                      b.window,
                      b.scale};
 #if HR_HAS_AVX2_PATH
+    if (avx512()) {
+      if (const avx2::AttendFn fn =
+              avx2::pick<avx512::Readers512>(kv.k_type, kv.v_type, b.head_dim, 16))
+        return fn(h, n_heads);
+    }
     if (avx2()) {
-      if (const avx2::AttendFn fn = avx2::pick(kv.k_type, kv.v_type, b.head_dim))
+      if (const avx2::AttendFn fn =
+              avx2::pick<avx2::Readers256>(kv.k_type, kv.v_type, b.head_dim, 8))
         return fn(h, n_heads);
     }
 #endif

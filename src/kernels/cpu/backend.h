@@ -63,6 +63,7 @@ class CpuBackend final : public Backend {
   static constexpr int64_t kMinParallel = 1 << 14;
 
   bool avx2() const { return isa_ >= Isa::kAvx2; }
+  bool avx512() const { return isa_ >= Isa::kAvx512; }
 
   // fn(begin, end) over [0, n) on the pool, in chunks whose bounds are multiples of 64 values:
   // an elementwise op then gives the same value at every index whatever the split.

@@ -357,10 +357,10 @@ struct Readers256<DType::kQ4_0> {
 
 // The same readers 16 lanes wide (dot products summed in another order: AVX-512 results are the
 // AVX2 ones within rounding, and as batch- and thread-independent).
-HR_AVX512_VNNI_BEGIN
+HR_AVX512_BEGIN
 namespace avx512 {
 
-HR_AVX512 inline __m512 load_f16(const uint16_t* p) {
+inline __m512 load_f16(const uint16_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
 
@@ -486,7 +486,7 @@ struct Readers512<DType::kQ4_0> {
 };
 
 }  // namespace avx512
-HR_AVX512_VNNI_END
+HR_AVX512_END
 #endif  // HR_HAS_AVX2_PATH
 
 }  // namespace

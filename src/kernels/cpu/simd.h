@@ -21,6 +21,12 @@
           _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"") \
               _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
 #define HR_AVX512_VNNI_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
+// The same for code that needs only the AVX-512 level (Isa::kAvx512: F, BW, VL), not VNNI.
+#define HR_AVX512_BEGIN                                                                          \
+  _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma,f16c,avx512f,avx512bw,avx512vl\")") \
+      _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")       \
+          _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+#define HR_AVX512_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
 #else
 #define HR_HAS_AVX2_PATH 0
 #endif

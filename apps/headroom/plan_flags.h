@@ -25,7 +25,7 @@ struct PlanFlags {
   int ubatch = 512;
   int draft = -1;  // speculative decoding: most tokens drafted per step (0: off; -1: the default)
   std::string draft_model;  // a Gemma 4 assistant drafter or a small model of the same vocabulary
-  std::string kv_budget;  // e.g. 2G; empty: what the device budget leaves
+  std::string kv_budget;    // e.g. 2G; empty: what the device budget leaves
   bool no_prefix_cache = false;
   std::string gpu_mem, cpu_mem, assume_gpu;
   int cpu_layers = 0;

@@ -52,8 +52,8 @@ util::Status check_heads(const Metadata& meta, const LayerSpec& l) {
                     l.il, l.n_head, l.n_head_kv, l.head_dim));
   }
   if (l.head_dim > kMaxHeadDim) {
-    return meta.error(fmt::format("layer {}: head dim {} is larger than the {} headroom supports", l.il,
-                                  l.head_dim, kMaxHeadDim));
+    return meta.error(fmt::format("layer {}: head dim {} is larger than the {} headroom supports",
+                                  l.il, l.head_dim, kMaxHeadDim));
   }
   if (l.rope.n_rot % 2 != 0 || l.rope.n_rot > l.head_dim) {
     return meta.error(

@@ -7,10 +7,13 @@
 
 namespace {
 
-std::string headroom() { return testing_util::headroom_binary().string(); }
+std::string headroom() {
+  return testing_util::headroom_binary().string();
+}
 
 TEST(Run, GreedyTextIsTheGoldenContinuation) {
-  auto g = nlohmann::json::parse(testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
+  auto g = nlohmann::json::parse(
+      testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
   const auto& c = g["cases"][0];
   auto file = gguf::File::open((testing_util::shared_dir() / "models/stories260K.gguf").string());
   ASSERT_TRUE(file.ok());
@@ -20,7 +23,8 @@ TEST(Run, GreedyTextIsTheGoldenContinuation) {
   ids.resize(40);
   std::string out, err;
   const int rc = testing_util::run_command(
-      headroom() + " run -p 'Once upon a time' -n 40 --temp 0 --kv-type-k f32 --kv-type-v f32", &out, &err);
+      headroom() + " run -p 'Once upon a time' -n 40 --temp 0 --kv-type-k f32 --kv-type-v f32",
+      &out, &err);
   ASSERT_EQ(rc, 0) << err;
   EXPECT_EQ(out, "Once upon a time" + tok->decode(ids) + "\n");
   EXPECT_NE(err.find("plan for"), std::string::npos) << "the plan is printed before loading";
@@ -31,8 +35,11 @@ TEST(Run, GreedyTextIsTheGoldenContinuation) {
 TEST(Run, SameSeedSameTextOtherSeedOtherText) {
   auto sample = [](int seed) {
     std::string out, err;
-    EXPECT_EQ(testing_util::run_command(headroom() + " run -p 'The dog' -n 30 --temp 1.0 --seed " +
-                                            std::to_string(seed), &out, &err), 0) << err;
+    EXPECT_EQ(testing_util::run_command(
+                  headroom() + " run -p 'The dog' -n 30 --temp 1.0 --seed " + std::to_string(seed),
+                  &out, &err),
+              0)
+        << err;
     return out;
   };
   const std::string a = sample(11);
@@ -112,23 +119,26 @@ TEST(Run, PromptLongerThanTheContextIsRefusedWithBothCounts) {
   std::string prompt;
   for (int i = 0; i < 100; ++i) prompt += "Once upon a time ";
   std::string out, err;
-  const int rc = testing_util::run_command(headroom() + " run --ctx 64 -p '" + prompt + "'", &out, &err);
+  const int rc =
+      testing_util::run_command(headroom() + " run --ctx 64 -p '" + prompt + "'", &out, &err);
   EXPECT_EQ(rc, 2);
   EXPECT_NE(err.find("tokens but the context holds 64"), std::string::npos) << err;
 }
 
 TEST(Run, RefusesAPlanThatDoesNotFit) {
   std::string out, err;
-  const int rc = testing_util::run_command(headroom() + " run -p hi --ctx 2048 --slots 64 --cpu-mem 4M", &out, &err);
+  const int rc = testing_util::run_command(
+      headroom() + " run -p hi --ctx 2048 --slots 64 --cpu-mem 4M", &out, &err);
   EXPECT_EQ(rc, 2);
   EXPECT_NE(err.find("does not fit"), std::string::npos) << err;
 }
 
 TEST(Run, CtrlCStopsGenerationCleanly) {
   std::string out, err;
-  const std::string cmd = "sh -c '" + headroom() +
-                          " run -p \"Once upon a time\" -n -1 --ctx 100000 & pid=$!; sleep 1; kill -INT $pid; "
-                          "wait $pid'";
+  const std::string cmd =
+      "sh -c '" + headroom() +
+      " run -p \"Once upon a time\" -n -1 --ctx 100000 & pid=$!; sleep 1; kill -INT $pid; "
+      "wait $pid'";
   const int rc = testing_util::run_command(cmd, &out, &err);
   EXPECT_EQ(rc, 130) << err;
   EXPECT_NE(err.find("interrupted"), std::string::npos) << err;
@@ -137,11 +147,14 @@ TEST(Run, CtrlCStopsGenerationCleanly) {
 
 TEST(Chat, TwoTurnsWithATemplate) {
   std::string out, err;
-  const int rc = testing_util::run_command(
-      "printf 'Hello\\nTell me a story\\n' | " + headroom() + " chat --chat-template chatml --temp 0 -n 8", &out, &err);
+  const int rc = testing_util::run_command("printf 'Hello\\nTell me a story\\n' | " + headroom() +
+                                               " chat --chat-template chatml --temp 0 -n 8",
+                                           &out, &err);
   ASSERT_EQ(rc, 0) << err;
   size_t lines = 0;
-  for (size_t p = err.find("generated 8 tok"); p != std::string::npos; p = err.find("generated 8 tok", p + 1)) ++lines;
+  for (size_t p = err.find("generated 8 tok"); p != std::string::npos;
+       p = err.find("generated 8 tok", p + 1))
+    ++lines;
   EXPECT_EQ(lines, 2u) << err;
 }
 

@@ -35,15 +35,7 @@ constexpr double kTolerance = 1e-4;
 
 // A directory of this test's own (testing_util::temp_dir() empties its directory on every call,
 // and the cached references call it when they compute).
-fs::path scratch_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name =
-      fmt::format("headroom-media-{}-{}.{}", ::getpid(), info->test_suite_name(), info->name());
-  std::replace(name.begin(), name.end(), '/', '_');
-  const fs::path dir = fs::temp_directory_path() / name;
-  fs::create_directories(dir);
-  return dir;
-}
+fs::path scratch_dir() { return testing_util::test_dir("media"); }
 
 fs::path synth_text_model(const std::string& shape, const fs::path& dir = scratch_dir()) {
   const fs::path path = dir / (shape + ".gguf");

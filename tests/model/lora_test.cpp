@@ -23,18 +23,8 @@ namespace fs = std::filesystem;
 using testing_util::AdapterFileSpec;
 using testing_util::write_adapter;
 
-// This test's directory, made once (testing_util::temp_dir() empties it on every call).
-fs::path test_dir() {
-  static std::string test;
-  static fs::path dir;
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const std::string name = std::string(info->test_suite_name()) + "." + info->name();
-  if (name != test) {
-    test = name;
-    dir = testing_util::temp_dir();
-  }
-  return dir;
-}
+// This test's directory (testing_util::temp_dir() empties it on every call).
+fs::path test_dir() { return testing_util::test_dir("lora"); }
 
 struct Base {
   std::string path;

@@ -27,7 +27,7 @@ json post_json(httplib::Client& c, const std::string& path, const json& body, in
 // tiny-e (spec §7.1) with synth's Gemma 4 vocabulary and template, written once.
 std::string gemma_model() {
   static const std::string path = [] {
-    const auto p = testing_util::temp_dir() / "tiny-e.gguf";
+    const auto p = testing_util::program_dir() / "tiny-e.gguf";
     auto w = model::synth_writer({.arch = "gemma4",
                                   .shape = "tiny-e",
                                   .chat_template = std::string(*chat::builtin_template("gemma4"))});

@@ -4,10 +4,13 @@
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
 namespace testing_util {
@@ -17,15 +20,72 @@ std::filesystem::path source_dir() { return HEADROOM_SOURCE_DIR; }
 std::filesystem::path binary_dir() { return HEADROOM_BINARY_DIR; }
 std::filesystem::path headroom_binary() { return binary_dir() / "apps" / "headroom" / "headroom"; }
 
-std::filesystem::path temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string name = info ? std::string(info->test_suite_name()) + "." + info->name() : "test";
-  auto dir = std::filesystem::temp_directory_path() /
-             ("headroom-" + std::to_string(::getpid()) + "-" + name);
-  std::filesystem::remove_all(dir);
+namespace {
+
+// The directories made for tests, removed when their test passes so that a test run leaves the
+// disk as it found it (a full run wrote 1.5 GB); a failing test's stay for a look. Directories
+// made outside a test (a suite's shared data) go when the whole program passes.
+class ScratchDirs : public ::testing::EmptyTestEventListener {
+ public:
+  static ScratchDirs& instance() {
+    static ScratchDirs* dirs = [] {
+      auto* d = new ScratchDirs;  // owned by gtest's listener list from here on
+      ::testing::UnitTest::GetInstance()->listeners().Append(d);
+      return d;
+    }();
+    return *dirs;
+  }
+  void add(const std::filesystem::path& dir, bool in_a_test) {
+    std::lock_guard lock(mu_);
+    (in_a_test ? test_ : program_).insert(dir);
+  }
+
+ private:
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    std::lock_guard lock(mu_);
+    if (!info.result()->Failed()) remove(test_);
+    test_.clear();
+  }
+  void OnTestProgramEnd(const ::testing::UnitTest& unit) override {
+    std::lock_guard lock(mu_);
+    if (unit.Passed()) remove(program_);
+  }
+  static void remove(const std::set<std::filesystem::path>& dirs) {
+    std::error_code ec;
+    for (const auto& dir : dirs) std::filesystem::remove_all(dir, ec);
+  }
+
+  std::mutex mu_;
+  std::set<std::filesystem::path> test_, program_;
+};
+
+// The system temp dir / "headroom-<pid>-<tag>-<suite>.<test>" ("…-test" outside a test or for the
+// program), made if missing; one directory even for a parameterized test (its '/' become '_').
+std::filesystem::path own_dir(const std::string& tag, bool for_the_program = false) {
+  const auto* info =
+      for_the_program ? nullptr : ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string name = "headroom-" + std::to_string(::getpid()) + (tag.empty() ? "" : "-" + tag) +
+                     "-" +
+                     (info ? std::string(info->test_suite_name()) + "." + info->name() : "test");
+  std::replace(name.begin(), name.end(), '/', '_');
+  auto dir = std::filesystem::temp_directory_path() / name;
   std::filesystem::create_directories(dir);
+  ScratchDirs::instance().add(dir, info != nullptr);
   return dir;
 }
+
+}  // namespace
+
+std::filesystem::path temp_dir() {
+  auto dir = own_dir("");
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    std::filesystem::remove_all(entry.path());
+  return dir;
+}
+
+std::filesystem::path test_dir(const std::string& tag) { return own_dir(tag); }
+
+std::filesystem::path program_dir() { return own_dir("", true); }
 
 std::vector<uint8_t> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -16,8 +16,15 @@ std::filesystem::path source_dir();
 // The build directory (the headroom binary lives at binary_dir()/apps/headroom/headroom).
 std::filesystem::path binary_dir();
 std::filesystem::path headroom_binary();
-// A fresh empty directory under the system temp dir, unique to this test.
+// A fresh empty directory under the system temp dir, unique to this test (emptied on every call;
+// removed when the test passes).
 std::filesystem::path temp_dir();
+// Another directory of this test's own, named by tag, whose files later calls keep (removed when
+// the test passes).
+std::filesystem::path test_dir(const std::string& tag);
+// A directory for files the test program writes once and its tests share (removed when every
+// test passed).
+std::filesystem::path program_dir();
 
 std::vector<uint8_t> read_file(const std::filesystem::path& path);
 std::vector<float> read_f32(const std::filesystem::path& path);

@@ -35,7 +35,9 @@ constexpr double kTolerance = 1e-4;
 
 // A directory of this test's own (testing_util::temp_dir() empties its directory on every call,
 // and the cached references call it when they compute).
-fs::path scratch_dir() { return testing_util::test_dir("media"); }
+fs::path scratch_dir() {
+  return testing_util::test_dir("media");
+}
 
 fs::path synth_text_model(const std::string& shape, const fs::path& dir = scratch_dir()) {
   const fs::path path = dir / (shape + ".gguf");

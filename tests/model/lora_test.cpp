@@ -24,7 +24,9 @@ using testing_util::AdapterFileSpec;
 using testing_util::write_adapter;
 
 // This test's directory (testing_util::temp_dir() empties it on every call).
-fs::path test_dir() { return testing_util::test_dir("lora"); }
+fs::path test_dir() {
+  return testing_util::test_dir("lora");
+}
 
 struct Base {
   std::string path;

@@ -83,9 +83,13 @@ std::filesystem::path temp_dir() {
   return dir;
 }
 
-std::filesystem::path test_dir(const std::string& tag) { return own_dir(tag); }
+std::filesystem::path test_dir(const std::string& tag) {
+  return own_dir(tag);
+}
 
-std::filesystem::path program_dir() { return own_dir("", true); }
+std::filesystem::path program_dir() {
+  return own_dir("", true);
+}
 
 std::vector<uint8_t> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -14,8 +14,10 @@ util::Result<std::unique_ptr<DraftModel>> DraftModel::load(const gguf::File& fil
   std::unique_ptr<DraftModel> d(new DraftModel());
   const int max_batch = request.n_ubatch;
   HR_ASSIGN_OR_RETURN(d->model_, model::load_model(file, spec, backend, {.max_batch = max_batch}));
+  // On a GPU its cache is in the GPU's memory, as its weights and activations.
   HR_ASSIGN_OR_RETURN(d->cache_,
-                      kv::Cache::create(model::kv_layers(spec), plan::draft_kv_config(request)));
+                      kv::Cache::create(model::kv_layers(spec), plan::draft_kv_config(request),
+                                        backend.host_memory() ? nullptr : &backend));
   d->max_rewind_ = request.n_draft;
   d->fed_.resize(request.n_slots);
   for (auto& f : d->fed_) f.reserve(request.n_ctx);

@@ -32,8 +32,9 @@ class DraftModel {
     std::vector<int32_t>* out = nullptr;
   };
 
-  // Binds the model's weights on `backend` (one computing in host memory) and allocates its cache
-  // and buffers as the plan prices them (plan::draft_kv_config, "drafter …" items).
+  // Binds the model's weights on `backend` (the model's: in the file mapping on the CPU, placed in
+  // a GPU's memory) and allocates its cache and buffers there as the plan prices them
+  // (plan::draft_kv_config, "drafter …" items).
   static util::Result<std::unique_ptr<DraftModel>> load(const gguf::File& file,
                                                         const model::Spec& spec,
                                                         kernels::Backend& backend,
@@ -50,7 +51,10 @@ class DraftModel {
   // of its drafts: a prompt (its time is a prefill's, not what drafting costs per step).
   bool caught_up_on_a_prompt() const { return caught_up_on_a_prompt_; }
   const kv::Cache& cache() const { return cache_; }
-  size_t workspace_bytes() const { return model_->workspace_bytes(); }
+  // Its activations and, on a GPU, their page-locked staging.
+  size_t workspace_bytes() const { return model_->workspace_bytes() + model_->staging_bytes(); }
+  // Weights it copied into a GPU's memory (none on the CPU: they stay in the file mapping).
+  size_t placed_weight_bytes() const { return model_->placed_weight_bytes(); }
 
  private:
   DraftModel() = default;

@@ -138,8 +138,8 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
                                         placement.main_device != 0 ? e->backend_.get() : nullptr,
                                         placement.layer_device));
   HR_TRY(e->load_encoders());
-  // A drafter is planned on the CPU (plan::add_drafter); an assistant beside the layers whose
-  // cache it reads.
+  // A drafter runs where the plan put it (plan::add_drafter): an assistant on the CPU beside the
+  // layers whose cache it reads, a draft model whole where the model computes.
   if (e->drafter_ && e->drafter_->spec.arch == model::Arch::kGemma4Assistant) {
     HR_ASSIGN_OR_RETURN(e->assistant_,
                         model::load_assistant(*e->drafter_->file, e->drafter_->spec, *e->file_,
@@ -239,8 +239,18 @@ Verification Engine::verify() const {
   weights.allocated += mapped.allocated + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.resident += mapped.resident + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.in_rss += mapped.in_rss + (encoders_ && host_only ? encoders_->placed_weight_bytes() : 0);
-  // The drafter's weights: read from its file's mapping.
-  if (drafter_) {
+  // The drafter's weights: placed in a GPU's memory with the model's, or read from its file's
+  // mapping.
+  if (draft_model_ && draft_model_->placed_weight_bytes() > 0) {
+    weights.allocated += draft_model_->placed_weight_bytes();
+    weights.resident += draft_model_->placed_weight_bytes();
+    for (const auto& w : plan::inventory(*drafter_->file, drafter_->spec).weights) {
+      if (!w.used || !w.host_value) continue;
+      const auto* t = drafter_->file->find_tensor(w.name);
+      weights.allocated += t->n_bytes;
+      weights.resident += util::resident_bytes(t->data.data(), t->data.size());
+    }
+  } else if (drafter_) {
     for (const auto& t : drafter_->file->tensors()) {
       weights.allocated += t.n_bytes;
       weights.resident += util::resident_bytes(t.data.data(), t.data.size());

@@ -127,8 +127,8 @@ class Engine {
   int n_slots() const { return cache_.config().n_slots; }
   // The CPU thread count.
   int n_threads() const { return pool_->size(); }
-  // The drafter the plan priced, loaded on the CPU beside the model: an assistant drafter or a
-  // draft model (null unless it is one of those).
+  // The drafter the plan priced: an assistant drafter (on the CPU, beside the model) or a draft
+  // model (where the model computes); null unless it is one of those.
   model::Assistant* assistant() { return assistant_.get(); }
   DraftModel* draft_model() { return draft_model_.get(); }
   // The projector's encoders, sized as planned; null without a projector.

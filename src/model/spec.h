@@ -112,6 +112,9 @@ constexpr int kTensorClassCount = 8;
 struct TensorClassification {
   TensorClass cls = TensorClass::kOther;
   int layer = -1;  // blk.N → N; -1 for global tensors
+  // Read into host values when the model loads (RoPE factors into the spec, per-layer output
+  // scales): never placed in a GPU's memory; it stays in the file mapping wherever the model runs.
+  bool host_value = false;
 };
 TensorClassification classify_tensor(std::string_view name);
 

@@ -49,6 +49,7 @@ TensorClassification classify_tensor(std::string_view name) {
       rest = std::string_view(end + 1, tail.data() + tail.size() - end - 1);
     }
   }
+  c.host_value = rest == "rope_freqs.weight" || rest == "layer_output_scale.weight";
   if (c.layer < 0) {
     if (starts_with(rest, "token_embd"))
       c.cls = TensorClass::kTokenEmbedding;

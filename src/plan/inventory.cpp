@@ -48,8 +48,9 @@ Inventory inventory(const gguf::File& file, const model::Spec& spec,
             : static_cast<uint64_t>(tensor::row_bytes(w.type, static_cast<int64_t>(t.ne[0])));
     w.bytes = w.type == t.type ? t.n_bytes : row_bytes * t.n_rows();
     w.used = is_used(spec, t.name, c.layer);
-    if (!w.used) {
-      w.bytes_per_token = 0;
+    w.host_value = c.host_value;
+    if (!w.used || w.host_value) {
+      w.bytes_per_token = 0;  // host values are read once, when the model loads
     } else if (t.name == "token_embd.weight") {
       // A tied embedding is also the output matrix, read whole for every token's logits.
       w.bytes_per_token = spec.tied_output ? w.bytes : row_bytes;

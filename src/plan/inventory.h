@@ -22,6 +22,7 @@ struct WeightItem {
   // one row; MoE experts the chosen share; tensors the model ignores (unused KV on shared layers) none.
   uint64_t bytes_per_token = 0;
   bool used = true;
+  bool host_value = false;  // model::TensorClassification::host_value: stays in the mapping
 };
 
 struct Inventory {

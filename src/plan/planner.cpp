@@ -59,6 +59,7 @@ int64_t draft_hidden_rows(const Request& r) {
 }
 
 int Plan::device_of(const WeightItem& w) const {
+  if (w.host_value) return 0;
   if (w.name == "per_layer_token_embd.weight") return placement.ple_device;
   if (w.layer < 0) return placement.main_device;
   if (w.cls == model::TensorClass::kExperts) return placement.experts(w.layer);
@@ -267,17 +268,47 @@ util::Status add_assistant(Plan& p, const PlanInput& in) {
   return {};
 }
 
-// A draft model (engine/draft_model.h) is a model of its own: its activations for a micro-batch
-// (it catches up on a prompt in micro-batches), a logits row per drafting sequence, and its KV
-// cache (draft_kv_config).
+// A draft model (engine/draft_model.h) is a model of its own, whole where the model computes (a
+// GPU's memory, or the CPU's with its weights left in its file's mapping): its weights, its
+// activations for a micro-batch (it catches up on a prompt in micro-batches) — on a GPU with their
+// page-locked staging — a logits row per drafting sequence, and its KV cache (draft_kv_config).
 util::Status add_draft_model(Plan& p, const PlanInput& in) {
   HR_TRY(check_same_vocabulary(*in.drafter_file, in.file));
   const Request& r = p.request;
   const model::Spec& spec = *in.drafter;
+  const int device = p.placement.main_device;
+  // Mapped on the CPU: the whole file. Beside a GPU: what its forward pass binds, in the GPU's
+  // memory, but for what it reads into host values at load (those stay in the mapping).
+  uint64_t placed = 0, mapped = 0;
+  for (const WeightItem& w : inventory(*in.drafter_file, spec).weights) {
+    if (device == 0) {
+      mapped += w.bytes;
+    } else if (w.used) {
+      (w.host_value ? mapped : placed) += w.bytes;
+    }
+  }
+  if (device != 0) {
+    p.items.push_back({.name = std::string(kDrafterWeightsItem),
+                       .kind = ItemKind::kWeights,
+                       .device = device,
+                       .bytes = placed});
+  }
+  if (device == 0 || mapped > 0) {
+    p.items.push_back({.name = std::string(kDrafterWeightsItem),
+                       .kind = ItemKind::kWeights,
+                       .device = 0,
+                       .bytes = mapped});
+  }
   p.items.push_back({.name = std::string(kDrafterActivationsItem),
                      .kind = ItemKind::kActivations,
-                     .device = 0,
-                     .bytes = model::workspace_bytes(spec, r.n_ubatch, false)});
+                     .device = device,
+                     .bytes = model::workspace_bytes(spec, r.n_ubatch, device != 0)});
+  if (device != 0) {
+    p.items.push_back({.name = std::string(kDrafterStagingItem),
+                       .kind = ItemKind::kActivations,
+                       .device = 0,
+                       .bytes = model::staging_bytes(spec, r.n_ubatch, true)});
+  }
   p.items.push_back(
       {.name = std::string(kDrafterLogitsItem),
        .kind = ItemKind::kLogits,
@@ -286,8 +317,10 @@ util::Status add_draft_model(Plan& p, const PlanInput& in) {
   const auto layers = model::kv_layers(spec);
   HR_ASSIGN_OR_RETURN(uint64_t kv, kv::storage_bytes(layers, draft_kv_config(r)));
   HR_ASSIGN_OR_RETURN(uint64_t bookkeeping, kv::bookkeeping_bytes(layers, draft_kv_config(r)));
-  p.items.push_back(
-      {.name = std::string(kDrafterKvItem), .kind = ItemKind::kKvCache, .device = 0, .bytes = kv});
+  p.items.push_back({.name = std::string(kDrafterKvItem),
+                     .kind = ItemKind::kKvCache,
+                     .device = device,
+                     .bytes = kv});
   // Its bookkeeping, and the tokens each slot's cache holds (to know what a sequence kept).
   p.items.push_back({.name = std::string(kDrafterKvBookkeepingItem),
                      .kind = ItemKind::kHost,
@@ -296,15 +329,17 @@ util::Status add_draft_model(Plan& p, const PlanInput& in) {
   return {};
 }
 
-// A drafter runs on the CPU (an assistant beside the model's KV cache there, so the layers must
-// compute on the CPU too); its weights stay in its file's mapping (none of it is read per token of
-// the model: a draft step reads it all once for every drafting sequence).
+// A Gemma 4 assistant drafter reads the model's cache and hidden state from host memory, so it
+// runs beside a model computing on the CPU; its weights stay in its file's mapping (none of it is
+// read per token of the model: a draft step reads it all once for every drafting sequence).
 util::Status add_drafter(Plan& p, const PlanInput& in) {
   if (in.drafter == nullptr) return {};
+  if (in.drafter->arch != model::Arch::kGemma4Assistant) return add_draft_model(p, in);
   if (p.uses_gpu()) {
     return util::errorf(
-        "plan: a drafter (--draft-model) runs on the CPU, beside a model computing there — add "
-        "--backend cpu, or drop --draft-model (prompt-lookup drafts with --draft run on the GPU)");
+        "plan: a Gemma 4 assistant drafter runs on the CPU, beside a model computing there — add "
+        "--backend cpu, or draft on the GPU with a small model of the same vocabulary "
+        "(--draft-model) or by prompt lookup (--draft alone)");
   }
   uint64_t weights = 0;
   for (const auto& t : in.drafter_file->tensors()) weights += t.n_bytes;
@@ -312,8 +347,7 @@ util::Status add_drafter(Plan& p, const PlanInput& in) {
                      .kind = ItemKind::kWeights,
                      .device = 0,
                      .bytes = weights});
-  return in.drafter->arch == model::Arch::kGemma4Assistant ? add_assistant(p, in)
-                                                           : add_draft_model(p, in);
+  return add_assistant(p, in);
 }
 
 // LoRA adapters: each device holds max_loras slots for the layers it computes (model/lora.h),

@@ -141,15 +141,18 @@ struct PlanInput {
   const mm::ProjectorSpec* projector = nullptr;
   // The drafter (--draft-model) the run drafts with; null for none: a Gemma 4 assistant drafter
   // (model/assistant.h; spec.arch kGemma4Assistant) or a small model of the same vocabulary
-  // (engine/draft_model.h). It runs on the CPU: its weights stay in its file's mapping.
+  // (engine/draft_model.h). An assistant runs on the CPU, its weights in its file's mapping; a
+  // draft model runs whole where the model computes.
   const gguf::File* drafter_file = nullptr;
   const model::Spec* drafter = nullptr;
 };
 
 // The plan items of a drafter: its weights and its activations; an assistant's rows of hidden
-// states the scheduler keeps for it; a draft model's KV cache, its bookkeeping and its logits.
+// states the scheduler keeps for it; a draft model's KV cache, its bookkeeping, its logits and, on
+// a GPU, its staging.
 inline constexpr std::string_view kDrafterWeightsItem = "drafter";
 inline constexpr std::string_view kDrafterActivationsItem = "drafter activations";
+inline constexpr std::string_view kDrafterStagingItem = "drafter staging (page-locked)";
 inline constexpr std::string_view kDraftHiddenItem = "draft hidden states";
 inline constexpr std::string_view kDrafterKvItem = "drafter kv cache";
 inline constexpr std::string_view kDrafterKvBookkeepingItem = "drafter kv bookkeeping";

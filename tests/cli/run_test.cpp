@@ -2,6 +2,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <set>
+#include <string>
+
 #include "testing/testing.h"
 #include "tokenizer/tokenizer.h"
 
@@ -87,7 +90,8 @@ TEST(Run, ADraftModelLeavesTheTextAsItIsAndIsPlanned) {
 
 // --draft-model with a small model of the same vocabulary (here the model itself, which drafts
 // what it picks): the plan lists the draft model's own KV cache, the text is the one without it,
-// every draft is kept; a model of another vocabulary is refused with what to do.
+// every draft is kept; a model of another vocabulary is refused with what to do; beside a GPU it is
+// planned in the GPU's memory.
 TEST(Run, ASmallDraftModelLeavesTheTextAsItIsAndKeepsItsOwnCache) {
   const std::string target = (testing_util::temp_dir() / "tiny-e.gguf").string();
   std::string out, err;
@@ -113,6 +117,26 @@ TEST(Run, ASmallDraftModelLeavesTheTextAsItIsAndKeepsItsOwnCache) {
   const std::string stories = (testing_util::shared_dir() / "models/stories260K.gguf").string();
   EXPECT_NE(testing_util::run_command(run + " --draft-model " + stories, &out, &err), 0);
   EXPECT_NE(err.find("does not share the vocabulary"), std::string::npos) << err;
+  // Beside a GPU plan it goes whole into the GPU's memory (its logits, staging and bookkeeping
+  // on the host).
+  ASSERT_EQ(testing_util::run_command(headroom() + " plan -m " + target + " --draft-model " +
+                                          target + " --assume-gpu 1G@100 --json",
+                                      &out, &err),
+            0)
+      << err;
+  const auto plan = nlohmann::json::parse(out);
+  std::set<std::pair<std::string, int>> placed;  // (item, device)
+  for (const auto& item : plan["items"])
+    placed.emplace(item["name"].get<std::string>(), item["device"].get<int>());
+  for (const auto& [name, device] :
+       std::set<std::pair<std::string, int>>{{"weights: drafter", 1},
+                                             {"drafter activations", 1},
+                                             {"drafter kv cache", 1},
+                                             {"drafter logits", 0},
+                                             {"drafter staging (page-locked)", 0},
+                                             {"drafter kv bookkeeping", 0}}) {
+    EXPECT_TRUE(placed.contains({name, device})) << name << " on device " << device << "\n" << out;
+  }
 }
 
 TEST(Run, PromptLongerThanTheContextIsRefusedWithBothCounts) {

@@ -493,14 +493,17 @@ TEST(SpeculativeAssistant, DraftersThatAgreeByConstructionAreKept) {
 // are mostly rejected — the output must not change, greedy and seeded at T = 0.8, among sequences
 // drafting otherwise and not at all, with prompts longer than a micro-batch (it catches up on them
 // in several passes) and slots that a second round of requests takes over; and it allocates
-// exactly what the plan prices.
+// exactly what the plan prices, on the CPU or (`gpu`) whole in a GPU's memory beside the model, on
+// testing_util::EmulatedGpu.
 struct DraftCase {
   std::string shape, draft_shape;
   tensor::DType kv;
+  bool gpu = false;
 };
 
 void PrintTo(const DraftCase& c, std::ostream* os) {
-  *os << c.shape << " drafted by " << c.draft_shape << " " << gguf::tensor_type_name(c.kv);
+  *os << c.shape << " drafted by " << c.draft_shape << " " << gguf::tensor_type_name(c.kv)
+      << (c.gpu ? " on a GPU" : "");
 }
 
 class SpeculativeDraftModel : public ::testing::TestWithParam<DraftCase> {};
@@ -526,28 +529,43 @@ TEST_P(SpeculativeDraftModel, OutputIsTheSameWithAndWithoutTheDraftModel) {
                           .n_slots = 4,
                           .n_ubatch = ubatch,
                           .n_draft = 4};
-    auto e =
-        engine::Engine::load({.model_path = path, .draft_model_path = draft_path, .request = r});
+    engine::EngineOptions o{.model_path = path, .draft_model_path = draft_path, .request = r};
+    if (c.gpu) {
+      o.devices.assume_gpu = "1G@100";
+      o.gpu_backend = [ubatch](int) -> util::Result<std::unique_ptr<kernels::Backend>> {
+        return std::unique_ptr<kernels::Backend>(
+            std::make_unique<testing_util::EmulatedGpu>(2, ubatch, 4096));
+      };
+    }
+    auto e = engine::Engine::load(o);
     ASSERT_TRUE(e.ok()) << e.error().message();
     ASSERT_NE((*e)->draft_model(), nullptr);
     ASSERT_EQ((*e)->assistant(), nullptr);
+    ASSERT_EQ((*e)->plan().uses_gpu(), c.gpu);
     expect_drafting_leaves_outputs(
         **e, long_prompt, short_prompt, kGen,
-        fmt::format("draft model, {} by {} {} ubatch {}", c.shape, c.draft_shape,
-                    gguf::tensor_type_name(c.kv), ubatch));
-    // The draft model's cache and activations are what the plan priced.
+        fmt::format("draft model, {} by {} {} ubatch {}{}", c.shape, c.draft_shape,
+                    gguf::tensor_type_name(c.kv), ubatch, c.gpu ? " on a GPU" : ""));
+    // The draft model's cache and activations are what the plan priced, and on a GPU (where
+    // weights are copied, not mapped) its weights too.
     const engine::Verification v = (*e)->verify();
     for (const engine::MemoryCheck& m : v.classes) {
-      if (m.name == "kv cache" || m.name == "activations") {
+      if (m.name == "kv cache" || m.name == "activations" || c.gpu) {
         EXPECT_EQ(m.allocated, m.planned) << m.name;
       }
     }
     const auto items = (*e)->plan().items;
     for (const std::string_view name : {plan::kDrafterWeightsItem, plan::kDrafterKvItem,
                                         plan::kDrafterActivationsItem, plan::kDrafterLogitsItem}) {
-      EXPECT_TRUE(std::ranges::any_of(items, [&](const auto& i) { return i.name == name; }))
-          << name;
+      // Weights, cache and activations where the model computes; logits read on the host.
+      const int device = c.gpu && name != plan::kDrafterLogitsItem ? 1 : 0;
+      EXPECT_TRUE(std::ranges::any_of(items, [&](const auto& i) {
+        return i.name == name && i.device == device;
+      })) << name;
     }
+    EXPECT_EQ(std::ranges::any_of(
+                  items, [](const auto& i) { return i.name == plan::kDrafterStagingItem; }),
+              c.gpu);
   }
 }
 
@@ -679,11 +697,13 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, SpeculativeDraftModel,
     ::testing::Values(DraftCase{"tiny-e", "tiny-dense-keqv", tensor::DType::kF16},
                       DraftCase{"tiny-moe", "tiny-e", tensor::DType::kQ8_0},
-                      DraftCase{"tiny-dense-keqv", "tiny-moe", tensor::DType::kF32}),
+                      DraftCase{"tiny-dense-keqv", "tiny-moe", tensor::DType::kF32},
+                      DraftCase{"tiny-e", "tiny-dense-keqv", tensor::DType::kF16, true},
+                      DraftCase{"tiny-moe", "tiny-e", tensor::DType::kQ8_0, true}),
     [](const ::testing::TestParamInfo<DraftCase>& p) {
       return testing_util::test_name(p.param.shape) + "_by_" +
              testing_util::test_name(p.param.draft_shape) + "_" +
-             std::string(gguf::tensor_type_name(p.param.kv));
+             std::string(gguf::tensor_type_name(p.param.kv)) + (p.param.gpu ? "_gpu" : "");
     });
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SpeculativeAssistant,

@@ -365,6 +365,9 @@ inline __m512 load_f16(const uint16_t* p) {
 }
 
 struct F32Row {
+  static __m512 load16(const uint8_t* row, int at) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + at);
+  }
   static float dot(const float* q, const uint8_t* row, int first, int d) {
     const float* k = reinterpret_cast<const float*>(row) + first;
     __m512 s = _mm512_setzero_ps();
@@ -372,27 +375,17 @@ struct F32Row {
       s = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), _mm512_loadu_ps(k + i), s);
     return simd::hsum512(s);
   }
-  static void axpy(float* acc, float w, const uint8_t* row, int first, int d) {
-    const float* v = reinterpret_cast<const float*>(row) + first;
-    const __m512 vw = _mm512_set1_ps(w);
-    for (int i = 0; i < d; i += 16)
-      _mm512_storeu_ps(acc + i,
-                       _mm512_fmadd_ps(vw, _mm512_loadu_ps(v + i), _mm512_loadu_ps(acc + i)));
-  }
 };
 
 struct F16Row {
+  static __m512 load16(const uint8_t* row, int at) {
+    return load_f16(reinterpret_cast<const uint16_t*>(row) + at);
+  }
   static float dot(const float* q, const uint8_t* row, int first, int d) {
     const uint16_t* k = reinterpret_cast<const uint16_t*>(row) + first;
     __m512 s = _mm512_setzero_ps();
     for (int i = 0; i < d; i += 16) s = _mm512_fmadd_ps(_mm512_loadu_ps(q + i), load_f16(k + i), s);
     return simd::hsum512(s);
-  }
-  static void axpy(float* acc, float w, const uint8_t* row, int first, int d) {
-    const uint16_t* v = reinterpret_cast<const uint16_t*>(row) + first;
-    const __m512 vw = _mm512_set1_ps(w);
-    for (int i = 0; i < d; i += 16)
-      _mm512_storeu_ps(acc + i, _mm512_fmadd_ps(vw, load_f16(v + i), _mm512_loadu_ps(acc + i)));
   }
 };
 
@@ -450,6 +443,18 @@ struct BlockRow {
   }
 };
 
+// Lanes [at, at + 16·W) of one head's accumulator, carried in registers over a chunk's rows.
+template <class Row, int W>
+void accumulate_slice(float* acc, const uint8_t* const* rows, int n, const float* weight, int at) {
+  __m512 a[W];
+  for (int k = 0; k < W; ++k) a[k] = _mm512_loadu_ps(acc + 16 * k);
+  for (int j = 0; j < n; ++j) {
+    const __m512 vw = _mm512_set1_ps(weight[j]);
+    for (int k = 0; k < W; ++k) a[k] = _mm512_fmadd_ps(vw, Row::load16(rows[j], at + 16 * k), a[k]);
+  }
+  for (int k = 0; k < W; ++k) _mm512_storeu_ps(acc + 16 * k, a[k]);
+}
+
 template <class Row>
 struct Chunk {
   static void scores(const float* const* q, int n_heads, const uint8_t* const* rows, int n,
@@ -458,10 +463,23 @@ struct Chunk {
       for (int g = 0; g < n_heads; ++g) score[g][j] = Row::dot(q[g], rows[j], first, d) * scale;
     }
   }
+  // Rows that load 16 values at a time (f32, f16) are summed 64 lanes of a head at a time over
+  // all the chunk's rows, the accumulator in registers, not loaded and stored per row (for heads
+  // of 256 and 512 that traffic, not the cache's bytes, bounded decode attention at depth). Each
+  // lane still adds the rows' terms in row order: the results are the same bits.
   static void accumulate(float (*acc)[kMaxHeadDim], int n_heads, const uint8_t* const* rows, int n,
                          const float (*weight)[kChunk], int first, int d) {
-    for (int j = 0; j < n; ++j) {
-      for (int g = 0; g < n_heads; ++g) Row::axpy(acc[g], weight[g][j], rows[j], first, d);
+    if constexpr (requires { Row::load16(rows[0], 0); }) {
+      for (int g = 0; g < n_heads; ++g) {
+        int i = 0;
+        for (; i + 64 <= d; i += 64)
+          accumulate_slice<Row, 4>(acc[g] + i, rows, n, weight[g], first + i);
+        for (; i < d; i += 16) accumulate_slice<Row, 1>(acc[g] + i, rows, n, weight[g], first + i);
+      }
+    } else {
+      for (int j = 0; j < n; ++j) {
+        for (int g = 0; g < n_heads; ++g) Row::axpy(acc[g], weight[g][j], rows[j], first, d);
+      }
     }
   }
 };

@@ -12,7 +12,6 @@
 // q·k and the weighted sum of v).
 #include <benchmark/benchmark.h>
 
-#include <cstring>
 #include <random>
 #include <vector>
 

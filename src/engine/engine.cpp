@@ -31,6 +31,15 @@ util::Status check_gpu_plan(const plan::Plan& p, bool have_backend) {
   return {};
 }
 
+// Counts a tensor bound in place in its file's mapping; returns the bytes of it read so far.
+uint64_t add_mapped(MemoryCheck& m, const gguf::TensorInfo& t) {
+  const uint64_t read = util::mapped_in_bytes(t.data.data(), t.data.size());
+  m.allocated += t.n_bytes;
+  m.resident += util::resident_bytes(t.data.data(), t.data.size());
+  m.in_rss += std::min<uint64_t>(read, t.n_bytes);
+  return read;
+}
+
 }  // namespace
 
 util::Result<Projector> open_projector(const std::string& path) {
@@ -202,10 +211,7 @@ MemoryCheck Engine::mapped_encoder_weights() const {
     const bool mapped = (mm::held_by_encoder(t, mm::Tower::kVision) && limits.image_tokens > 0 &&
                          backend_->host_memory()) ||
                         (mm::held_by_encoder(t, mm::Tower::kAudio) && limits.audio_seconds > 0);
-    if (!mapped) continue;
-    m.allocated += t.n_bytes;
-    m.resident += util::resident_bytes(t.data.data(), t.data.size());
-    m.in_rss += std::min<uint64_t>(util::mapped_in_bytes(t.data.data(), t.data.size()), t.n_bytes);
+    if (mapped) add_mapped(m, t);
   }
   return m;
 }
@@ -225,11 +231,8 @@ Verification Engine::verify() const {
   for (const auto& w : inv.weights) {
     if (!w.used || plan_.device_of(w) != 0) continue;
     const auto* t = file_->find_tensor(w.name);
-    const uint64_t in_rss = util::mapped_in_bytes(t->data.data(), t->data.size());
-    weights.allocated += t->n_bytes;
-    weights.resident += util::resident_bytes(t->data.data(), t->data.size());
-    weights.in_rss += std::min<uint64_t>(in_rss, t->n_bytes);
-    if (in_rss > 0 && in_rss < t->n_bytes) v.partly_read.push_back({w.name, t->n_bytes, in_rss});
+    const uint64_t read = add_mapped(weights, *t);
+    if (read > 0 && read < t->n_bytes) v.partly_read.push_back({w.name, t->n_bytes, read});
   }
   std::sort(v.partly_read.begin(), v.partly_read.end(),
             [](const auto& a, const auto& b) { return a.bytes - a.read > b.bytes - b.read; });
@@ -239,24 +242,16 @@ Verification Engine::verify() const {
   weights.allocated += mapped.allocated + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.resident += mapped.resident + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.in_rss += mapped.in_rss + (encoders_ && host_only ? encoders_->placed_weight_bytes() : 0);
-  // The drafter's weights: placed in a GPU's memory with the model's, or read from its file's
-  // mapping.
+  // The drafter's weights: a draft model beside a GPU placed in its memory but for its host values
+  // (plan::add_draft_model); otherwise its whole file's mapping.
   if (draft_model_ && draft_model_->placed_weight_bytes() > 0) {
     weights.allocated += draft_model_->placed_weight_bytes();
     weights.resident += draft_model_->placed_weight_bytes();
     for (const auto& w : plan::inventory(*drafter_->file, drafter_->spec).weights) {
-      if (!w.used || !w.host_value) continue;
-      const auto* t = drafter_->file->find_tensor(w.name);
-      weights.allocated += t->n_bytes;
-      weights.resident += util::resident_bytes(t->data.data(), t->data.size());
+      if (w.used && w.host_value) add_mapped(weights, *drafter_->file->find_tensor(w.name));
     }
   } else if (drafter_) {
-    for (const auto& t : drafter_->file->tensors()) {
-      weights.allocated += t.n_bytes;
-      weights.resident += util::resident_bytes(t.data.data(), t.data.size());
-      weights.in_rss +=
-          std::min<uint64_t>(util::mapped_in_bytes(t.data.data(), t.data.size()), t.n_bytes);
-    }
+    for (const auto& t : drafter_->file->tensors()) add_mapped(weights, t);
   }
   uint64_t kv_on_host = 0;
   for (const auto& item : plan_.items)

@@ -15,7 +15,8 @@ bool is_used(const model::Spec& spec, std::string_view name, int layer) {
   if (layer < 0 || layer >= spec.n_layer) return true;
   const auto& l = spec.layers[layer];
   if (l.owns_kv()) return true;
-  return !(ends_with(name, "attn_k.weight") || ends_with(name, "attn_v.weight") || ends_with(name, "attn_k_norm.weight"));
+  return !(ends_with(name, "attn_k.weight") || ends_with(name, "attn_v.weight") ||
+           ends_with(name, "attn_k_norm.weight"));
 }
 
 // The type a tensor would have in a file re-quantized to `target`: the quantizer leaves norms,

@@ -19,7 +19,8 @@ struct WeightItem {
   gguf::TensorType type = gguf::TensorType::kF32;
   uint64_t bytes = 0;
   // Bytes one token reads: whole matrices are read in full; gathered tables (embeddings) only
-  // one row; MoE experts the chosen share; tensors the model ignores (unused KV on shared layers) none.
+  // one row; MoE experts the chosen share; tensors the model ignores (unused KV on shared layers)
+  // none.
   uint64_t bytes_per_token = 0;
   bool used = true;
   bool host_value = false;  // model::TensorClassification::host_value: stays in the mapping
@@ -28,8 +29,8 @@ struct WeightItem {
 struct Inventory {
   std::vector<WeightItem> weights;
   uint64_t total_bytes = 0;
-  uint64_t used_bytes = 0;            // excludes tensors the forward pass never reads
-  uint64_t bytes_per_token = 0;       // weights read per decoded token
+  uint64_t used_bytes = 0;       // excludes tensors the forward pass never reads
+  uint64_t bytes_per_token = 0;  // weights read per decoded token
   std::array<uint64_t, model::kTensorClassCount> bytes_by_class{};
 };
 

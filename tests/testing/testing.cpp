@@ -15,10 +15,18 @@
 
 namespace testing_util {
 
-std::filesystem::path shared_dir() { return HEADROOM_SHARED_DIR; }
-std::filesystem::path source_dir() { return HEADROOM_SOURCE_DIR; }
-std::filesystem::path binary_dir() { return HEADROOM_BINARY_DIR; }
-std::filesystem::path headroom_binary() { return binary_dir() / "apps" / "headroom" / "headroom"; }
+std::filesystem::path shared_dir() {
+  return HEADROOM_SHARED_DIR;
+}
+std::filesystem::path source_dir() {
+  return HEADROOM_SOURCE_DIR;
+}
+std::filesystem::path binary_dir() {
+  return HEADROOM_BINARY_DIR;
+}
+std::filesystem::path headroom_binary() {
+  return binary_dir() / "apps" / "headroom" / "headroom";
+}
 
 namespace {
 
@@ -94,7 +102,8 @@ std::filesystem::path program_dir() {
 std::vector<uint8_t> read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) ADD_FAILURE() << "cannot read " << path;
-  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return std::vector<uint8_t>((std::istreambuf_iterator<char>(in)),
+                              std::istreambuf_iterator<char>());
 }
 
 std::vector<float> read_f32(const std::filesystem::path& path) {
@@ -116,7 +125,8 @@ int run_command(const std::string& command, std::string* out, std::string* err) 
   std::string cmd = command;
   std::filesystem::path err_file;
   if (err) {
-    err_file = std::filesystem::temp_directory_path() / ("headroom-stderr-" + std::to_string(::getpid()));
+    err_file =
+        std::filesystem::temp_directory_path() / ("headroom-stderr-" + std::to_string(::getpid()));
     cmd += " 2>" + err_file.string();
   }
   FILE* pipe = ::popen(cmd.c_str(), "r");

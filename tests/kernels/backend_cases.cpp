@@ -1915,6 +1915,23 @@ Cases attention_cases() {
     s.name = name(s, "prefill");
     add<AttentionCase>(c, s);
   }
+  // A prefill the CPU attends in tiles of up to 8 tokens per read of a KV head (one query head per
+  // KV head): runs of two sequences, tokens inside an image (positions 52–56) among causal ones,
+  // with and without a window.
+  for (int window : {0, 6}) {
+    AttentionSpec s{
+        .head_dim = 64, .n_head = 2, .n_head_kv = 2, .window = window, .sequences = {80, 40}};
+    s.queries.clear();
+    for (int t = 0; t < 40; ++t) {
+      const bool second = t >= 11 && t < 16;  // a run of the other sequence inside a tile
+      const int32_t pos = second ? 20 + t : 40 + t;
+      const bool in_image = !second && pos >= 52 && pos <= 56;
+      s.queries.push_back(in_image ? AttentionSpec::Query{0, pos, 52, 56}
+                                   : AttentionSpec::Query{second ? 1 : 0, pos});
+    }
+    s.name = name(s, "prefill tiles");
+    add<AttentionCase>(c, s);
+  }
   // Nothing visible: every key after the query. Exactly 0, with or without the split.
   for (bool partials : {true, false}) {
     AttentionSpec s{.n_head = 2,

@@ -406,21 +406,27 @@ inline __m512 hsum16(const __m512* v) {
       _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15), sums);
 }
 
-// Up to kMaxTile query heads attending one KV head together: the heads of one token that share
-// it, or those of a run of consecutive tokens of one sequence, token-major; each token sees its
-// own cells of the chunk (key_visible).
+// Up to kMaxTile query heads attending their KV heads together over one read of each chunk of
+// rows: the heads of one token that share a KV head, or those of a run of consecutive tokens of
+// one sequence; and the same for consecutive KV heads (a decode step's few work items then read
+// whole stretches of each row rather than a head's slice). Each token sees its own cells of the
+// chunk (key_visible). Head h is (KV head i, token, query head g), h = (i·n_tokens + token)·
+// heads_per_token + g.
 struct TileTask {
   const KvSpan& kv;
-  int first;  // offset of the KV head in a cache row, in values
+  int first;  // offset of the first KV head in a cache row, in values
   int d;      // head_dim
   int window;
   float scale;
+  int n_kv;  // consecutive KV heads
   int n_tokens, heads_per_token;
   const float* q[kMaxTile];  // [head_dim] per head
   float* out[kMaxTile];
   int32_t q_pos[kMaxTile], from[kMaxTile], until[kMaxTile];  // per token
 
-  int n_heads() const { return n_tokens * heads_per_token; }
+  int heads_per_kv() const { return n_tokens * heads_per_token; }
+  int n_heads() const { return n_kv * heads_per_kv(); }
+  int token_of(int h) const { return h % heads_per_kv() / heads_per_token; }
   bool visible(int token, int c) const {
     return key_visible(kv.cell_pos[c], q_pos[token], from[token], until[token], window);
   }
@@ -510,13 +516,15 @@ void by_blocks(int n_heads, Block&& block) {
 }
 
 // Asks for the next chunk's K and V slices (from cell c) into L2 while this one is computed: the
-// slices are a strided fraction of each row (a KV head's), which the hardware prefetchers follow
-// poorly, and a decode step's cache comes from memory (a layer's is evicted by the next layers').
+// slices are a strided fraction of each row (the tile's KV heads'), which the hardware prefetchers
+// follow poorly, and a decode step's cache comes from memory (a layer's is evicted by the next
+// layers').
 inline void prefetch_rows(const TileTask& t, int c) {
+  const int64_t values = static_cast<int64_t>(t.n_kv) * t.d;
   const size_t from = tensor::row_bytes(t.kv.k_type, t.first);
-  const size_t bytes = tensor::row_bytes(t.kv.k_type, t.d);
+  const size_t bytes = tensor::row_bytes(t.kv.k_type, values);
   const size_t v_from = tensor::row_bytes(t.kv.v_type, t.first);
-  const size_t v_bytes = tensor::row_bytes(t.kv.v_type, t.d);
+  const size_t v_bytes = tensor::row_bytes(t.kv.v_type, values);
   for (const int end = std::min(t.kv.n_cells, c + kChunk); c < end; ++c) {
     const uint8_t* k = k_row(t.kv, c);
     const uint8_t* v = v_row(t.kv, c);
@@ -559,14 +567,17 @@ void attend_tile(const TileTask& t) {
     const uint8_t* rows[kChunk];
     for (int j = 0; j < n; ++j) rows[j] = k_row(t.kv, cell[j]);
     alignas(64) float score[kMaxTile][kChunk];
-    by_blocks(n_heads, [&](auto b, int g) {
-      score_block<KRow, decltype(b)::value>(t.q + g, rows, n, t.first, t.d, t.scale, score + g);
-      return decltype(b)::value;
-    });
+    for (int i = 0, h = 0; i < t.n_kv; ++i, h += t.heads_per_kv()) {
+      by_blocks(t.heads_per_kv(), [&](auto b, int g) {
+        score_block<KRow, decltype(b)::value>(t.q + h + g, rows, n, t.first + i * t.d, t.d, t.scale,
+                                              score + h + g);
+        return decltype(b)::value;
+      });
+    }
     alignas(64) float weight[kMaxTile][kChunk];
     __mmask16 seen[kMaxTile];
     for (int g = 0; g < n_heads; ++g) {
-      seen[g] = static_cast<__mmask16>(sees[g / t.heads_per_token]);
+      seen[g] = static_cast<__mmask16>(sees[t.token_of(g)]);
       const __m512 s = _mm512_load_ps(score[g]);
       const float chunk_max = _mm512_reduce_max_ps(_mm512_mask_blend_ps(
           seen[g], _mm512_set1_ps(-std::numeric_limits<float>::infinity()), s));
@@ -589,11 +600,13 @@ void attend_tile(const TileTask& t) {
       for (int j = 0; j < n; ++j) sum[g] += weight[g][j];
     }
     for (int j = 0; j < n; ++j) rows[j] = v_row(t.kv, cell[j]);
-    by_blocks(n_heads, [&](auto b, int g) {
-      accumulate_block<VRow, decltype(b)::value>(acc + g, rows, n, weight + g, seen + g, t.first,
-                                                 t.d);
-      return decltype(b)::value;
-    });
+    for (int i = 0, h = 0; i < t.n_kv; ++i, h += t.heads_per_kv()) {
+      by_blocks(t.heads_per_kv(), [&](auto b, int g) {
+        accumulate_block<VRow, decltype(b)::value>(acc + h + g, rows, n, weight + h + g,
+                                                   seen + h + g, t.first + i * t.d, t.d);
+        return decltype(b)::value;
+      });
+    }
   }
   for (int g = 0; g < n_heads; ++g) {
     const __m512 inv = _mm512_set1_ps(sum[g] > 0.0f ? 1.0f / sum[g] : 0.0f);
@@ -641,63 +654,75 @@ TileFn pick(DType k_type, DType v_type, int head_dim) {
 HR_AVX512_END
 #endif  // HR_HAS_AVX2_PATH
 
-// The heads [head0, head0 + n_heads) of KV head kv_head, for tokens [t0, t0 + n_tokens) of one
-// sequence: together over each read of the K/V rows with AVX-512, else token by token.
-void attend_tokens(const AttentionBatch& b, int t0, int n_tokens, int kv_head, int head0,
-                   int n_heads, Isa isa) {
+// The query heads of a work item: of each KV head in [kv_head, kv_head + n_kv), its heads
+// [first, first + n_heads).
+struct HeadRange {
+  int kv_head, n_kv;
+  int first, n_heads;
+};
+
+// A work item's heads for tokens [t0, t0 + n_tokens) of one sequence: together over each read of
+// the K/V rows with AVX-512, else KV head by KV head, token by token.
+void attend_tokens(const AttentionBatch& b, int t0, int n_tokens, HeadRange r, Isa isa) {
   const KvSpan& kv = *b.kv[t0];
-  auto q_offset = [&](int t) { return (static_cast<int64_t>(t) * b.n_head + head0) * b.head_dim; };
+  const int per_kv = b.n_head / kv.n_head_kv;
+  auto q_offset = [&](int t, int kv_head, int g) {
+    return (static_cast<int64_t>(t) * b.n_head + kv_head * per_kv + r.first + g) * b.head_dim;
+  };
   auto from = [&](int t) { return b.attend_from ? b.attend_from[t] : b.pos[t]; };
   auto until = [&](int t) { return b.attend_until ? b.attend_until[t] : b.pos[t]; };
 #if HR_HAS_AVX2_PATH
   if (isa >= Isa::kAvx512) {
     if (const avx512::TileFn fn = avx512::pick(kv.k_type, kv.v_type, b.head_dim)) {
       avx512::TileTask tile{.kv = kv,
-                            .first = kv_head * kv.head_dim,
+                            .first = r.kv_head * kv.head_dim,
                             .d = b.head_dim,
                             .window = b.window,
                             .scale = b.scale,
+                            .n_kv = r.n_kv,
                             .n_tokens = n_tokens,
-                            .heads_per_token = n_heads};
+                            .heads_per_token = r.n_heads};
       for (int i = 0; i < n_tokens; ++i) {
-        const int t = t0 + i;
-        tile.q_pos[i] = b.pos[t];
-        tile.from[i] = from(t);
-        tile.until[i] = until(t);
-        for (int g = 0; g < n_heads; ++g) {
-          const int64_t at = q_offset(t) + static_cast<int64_t>(g) * b.head_dim;
-          tile.q[i * n_heads + g] = b.q + at;
-          tile.out[i * n_heads + g] = b.out + at;
-        }
+        tile.q_pos[i] = b.pos[t0 + i];
+        tile.from[i] = from(t0 + i);
+        tile.until[i] = until(t0 + i);
+      }
+      for (int h = 0; h < tile.n_heads(); ++h) {
+        const int64_t at =
+            q_offset(t0 + tile.token_of(h), r.kv_head + h / tile.heads_per_kv(), h % r.n_heads);
+        tile.q[h] = b.q + at;
+        tile.out[h] = b.out + at;
       }
       return fn(tile);
     }
   }
 #endif
-  for (int t = t0; t < t0 + n_tokens; ++t) {
-    const HeadTask h{kv,
-                     b.q + q_offset(t),
-                     b.out + q_offset(t),
-                     kv_head * kv.head_dim,
-                     b.head_dim,
-                     b.pos[t],
-                     from(t),
-                     until(t),
-                     b.window,
-                     b.scale};
+  for (int kv_head = r.kv_head; kv_head < r.kv_head + r.n_kv; ++kv_head) {
+    for (int t = t0; t < t0 + n_tokens; ++t) {
+      const HeadTask h{kv,
+                       b.q + q_offset(t, kv_head, 0),
+                       b.out + q_offset(t, kv_head, 0),
+                       kv_head * kv.head_dim,
+                       b.head_dim,
+                       b.pos[t],
+                       from(t),
+                       until(t),
+                       b.window,
+                       b.scale};
 #if HR_HAS_AVX2_PATH
-    if (isa >= Isa::kAvx2) {
-      if (const avx2::AttendFn fn = avx2::pick(kv.k_type, kv.v_type, b.head_dim)) {
-        fn(h, n_heads);
-        continue;
+      if (isa >= Isa::kAvx2) {
+        if (const avx2::AttendFn fn = avx2::pick(kv.k_type, kv.v_type, b.head_dim)) {
+          fn(h, r.n_heads);
+          continue;
+        }
       }
-    }
 #endif
-    for (int g = 0; g < n_heads; ++g) {
-      HeadTask one = h;
-      one.q = h.q + static_cast<int64_t>(g) * b.head_dim;
-      one.out = h.out + static_cast<int64_t>(g) * b.head_dim;
-      attend_portable(one);
+      for (int g = 0; g < r.n_heads; ++g) {
+        HeadTask one = h;
+        one.q = h.q + static_cast<int64_t>(g) * b.head_dim;
+        one.out = h.out + static_cast<int64_t>(g) * b.head_dim;
+        attend_portable(one);
+      }
     }
   }
 }
@@ -707,9 +732,10 @@ void attend_tokens(const AttentionBatch& b, int t0, int n_tokens, int kv_head, i
 // Work items are (tile of consecutive tokens, group of the query heads sharing a KV head). A KV
 // head's heads are split into as many groups as it takes to give every thread work (decode has few
 // tokens and, with grouped-query attention, few KV heads) and to keep a group within kMaxGroup.
-// With AVX-512 a prefill's tokens are tiled as well, up to kMaxTile heads a tile, so that a
-// sequence's tokens share each read of its K/V rows (a run of another sequence's tokens in a tile
-// is attended apart); results do not depend on the tiling.
+// With AVX-512, up to kMaxTile heads an item: a prefill's tokens are tiled, so that a sequence's
+// tokens share each read of its K/V rows (a run of another sequence's tokens in a tile is attended
+// apart), and a decode step's item takes consecutive KV heads whole, so that it reads stretches of
+// each row rather than a head's slice. Results depend on neither.
 void CpuBackend::attention(const AttentionBatch& b) {
   if (b.n_tokens == 0) return;
   const int n_head_kv = b.kv[0]->n_head_kv;
@@ -720,19 +746,29 @@ void CpuBackend::attention(const AttentionBatch& b) {
   const int group = (per_kv + splits - 1) / splits;
   const int groups_per_kv = (per_kv + group - 1) / group;
   const int groups = n_head_kv * groups_per_kv;
-  // Tiles as large as leave every thread several items.
-  const int per_tile =
-      avx512() ? std::clamp(b.n_tokens * groups / (4 * pool_.size()), 1, kMaxTile / group) : 1;
+  // Tiles as large as leave every thread several items; then KV heads per item as many as leave
+  // every thread one.
+  const int per_tile = avx512() ? std::clamp(b.n_tokens * groups / (4 * pool_.size()), 1,
+                                             std::min(b.n_tokens, kMaxTile / group))
+                                : 1;
   const int n_tiles = (b.n_tokens + per_tile - 1) / per_tile;
-  pool_.parallel_for(n_tiles * groups, [&](int task, int) {
-    const int tile = task / groups, kv_head = task % groups / groups_per_kv;
-    const int head0 = kv_head * per_kv + task % groups_per_kv * group;
-    const int n_heads = std::min(group, (kv_head + 1) * per_kv - head0);
+  const int kv_per_item =
+      avx512() && groups_per_kv == 1
+          ? std::clamp(n_tiles * n_head_kv / pool_.size(), 1, kMaxTile / (per_tile * group))
+          : 1;
+  const int kv_items = (n_head_kv + kv_per_item - 1) / kv_per_item;
+  const int items_per_tile = kv_items * groups_per_kv;
+  pool_.parallel_for(n_tiles * items_per_tile, [&](int task, int) {
+    const int tile = task / items_per_tile, item = task % items_per_tile;
+    const int kv_head = item / groups_per_kv * kv_per_item;
+    const int first = item % groups_per_kv * group;
+    const HeadRange heads{kv_head, std::min(kv_per_item, n_head_kv - kv_head), first,
+                          std::min(group, per_kv - first)};
     const int end = std::min(b.n_tokens, (tile + 1) * per_tile);
     for (int t0 = tile * per_tile; t0 < end;) {
       int run = 1;
       while (t0 + run < end && b.kv[t0 + run] == b.kv[t0]) ++run;
-      attend_tokens(b, t0, run, kv_head, head0, n_heads, isa_);
+      attend_tokens(b, t0, run, heads, isa_);
       t0 += run;
     }
   });

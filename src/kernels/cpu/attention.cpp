@@ -61,8 +61,6 @@ struct HeadTask {
     const int32_t p = kv.cell_pos[c];
     return key_visible(p, q_pos, from, until, window);
   }
-  const uint8_t* k_row(int c) const { return kernels::cpu::k_row(kv, c); }
-  const uint8_t* v_row(int c) const { return kernels::cpu::v_row(kv, c); }
 };
 
 // Dequantizes the values [first, first + count) of a cache row into `buffer`, decoding only the
@@ -88,7 +86,7 @@ void attend_portable(const HeadTask& h) {
     float chunk_max = -std::numeric_limits<float>::infinity();
     for (int c = c0; c < c1; ++c) {
       if (!h.visible(c)) continue;
-      const float* k = head_slice(h.kv.k_type, h.k_row(c), h.first, h.d, k_buffer);
+      const float* k = head_slice(h.kv.k_type, k_row(h.kv, c), h.first, h.d, k_buffer);
       float dot = 0.0f;
       for (int i = 0; i < h.d; ++i) dot += h.q[i] * k[i];
       score[n] = dot * h.scale;
@@ -105,7 +103,7 @@ void attend_portable(const HeadTask& h) {
     for (int j = 0; j < n; ++j) {
       const float weight = std::exp(score[j] - max_score);
       sum += weight;
-      const float* v = head_slice(h.kv.v_type, h.v_row(cell[j]), h.first, h.d, v_buffer);
+      const float* v = head_slice(h.kv.v_type, v_row(h.kv, cell[j]), h.first, h.d, v_buffer);
       for (int i = 0; i < h.d; ++i) acc[i] += weight * v[i];
     }
   }
@@ -262,7 +260,7 @@ HR_AVX2 void attend(const HeadTask& h, int n_heads) {
     if (n == 0) continue;
     alignas(32) float score[kMaxGroup][kChunk] = {};
     const uint8_t* rows[kChunk];
-    for (int j = 0; j < n; ++j) rows[j] = h.k_row(cell[j]);
+    for (int j = 0; j < n; ++j) rows[j] = k_row(h.kv, cell[j]);
     KChunk::scores(q, n_heads, rows, n, h.first, h.d, h.scale, score);
     // Lanes past n hold zeros; their weights are computed and never read.
     alignas(32) float weight[kMaxGroup][kChunk];
@@ -283,7 +281,7 @@ HR_AVX2 void attend(const HeadTask& h, int n_heads) {
       }
     }
     for (int j = 0; j < n; ++j) {
-      rows[j] = h.v_row(cell[j]);
+      rows[j] = v_row(h.kv, cell[j]);
       for (int g = 0; g < n_heads; ++g) sum[g] += weight[g][j];
     }
     VChunk::accumulate(acc, n_heads, rows, n, weight, h.first, h.d);

@@ -55,8 +55,10 @@ Inventory inventory(const gguf::File& file, const model::Spec& spec,
     } else if (t.name == "token_embd.weight") {
       // A tied embedding is also the output matrix, read whole for every token's logits.
       w.bytes_per_token = spec.tied_output ? w.bytes : row_bytes;
+      w.gathered = !spec.tied_output;
     } else if (t.name == "per_layer_token_embd.weight") {
       w.bytes_per_token = row_bytes;  // one row gathered per token (spec §2.2)
+      w.gathered = true;
     } else if (c.cls == model::TensorClass::kExperts && t.ne[2] > 1 && c.layer >= 0) {
       const auto& l = spec.layers[c.layer];
       w.bytes_per_token = l.n_expert > 0 ? w.bytes * l.n_expert_used / l.n_expert : w.bytes;

@@ -22,6 +22,9 @@ struct WeightItem {
   // one row; MoE experts the chosen share; tensors the model ignores (unused KV on shared layers)
   // none.
   uint64_t bytes_per_token = 0;
+  // A table a token looks up by rows (an embedding that is not also the output matrix): it is read
+  // row by row, never streamed whole.
+  bool gathered = false;
   bool used = true;
   bool host_value = false;  // model::TensorClassification::host_value: stays in the mapping
 };

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -80,6 +81,18 @@ void MappedFile::release(size_t offset, size_t length) const {
   const size_t begin = (offset + page - 1) / page * page;
   const size_t end = (offset + std::min(length, size_ - offset)) / page * page;
   if (end > begin) ::madvise(const_cast<uint8_t*>(data_) + begin, end - begin, MADV_DONTNEED);
+}
+
+void MappedFile::advise_huge_pages(size_t offset, size_t length) const {
+  if (!data_ || offset >= size_) return;
+  constexpr uintptr_t kHugePage = uintptr_t{2} << 20;
+  // Whole 2 MiB pages of the address space, within the mapping (which starts on a page).
+  const uintptr_t base = reinterpret_cast<uintptr_t>(data_);
+  const uintptr_t begin = std::max(base, (base + offset) / kHugePage * kHugePage);
+  const uintptr_t end =
+      std::min(base + size_, (base + offset + std::min(length, size_ - offset) + kHugePage - 1) /
+                                 kHugePage * kHugePage);
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_HUGEPAGE);
 }
 
 }  // namespace util

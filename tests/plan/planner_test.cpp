@@ -112,6 +112,29 @@ TEST(Planner, WeightsAreTheSumOfTheRealTensorTable) {
   EXPECT_TRUE(p->fits);
 }
 
+// Gathered = looked up by rows (never streamed whole, so never hinted for huge pages): Gemma 4's
+// per-layer table, and a token embedding only where a separate output matrix exists (spec §2.2).
+TEST(PlannerInventory, OnlyTablesLookedUpByRowsAreGathered) {
+  const Opened gemma = open_shape("gemma4", "e2b");
+  int gathered = 0;
+  for (const auto& w : plan::inventory(*gemma.file, gemma.spec).weights) {
+    EXPECT_EQ(w.gathered, w.name == "per_layer_token_embd.weight") << w.name;
+    gathered += w.gathered;
+    // The tied embedding is E2B's output matrix: read whole for every token's logits.
+    if (w.name == "token_embd.weight") {
+      EXPECT_EQ(w.bytes_per_token, w.bytes);
+    }
+  }
+  EXPECT_EQ(gathered, 1);
+  const Opened llama = open_shape("llama", "tiny", "f32");
+  gathered = 0;
+  for (const auto& w : plan::inventory(*llama.file, llama.spec).weights) {
+    EXPECT_EQ(w.gathered, w.name == "token_embd.weight") << w.name;
+    gathered += w.gathered;
+  }
+  EXPECT_EQ(gathered, 1);
+}
+
 // Speculative decoding verifies each drafted token with a row of logits: E2B's vocabulary of
 // 262144 f32 logits, and the selection a GPU hands back, per row and slot.
 TEST(Planner, DraftsArePricedAsRowsOfLogitsPerSlot) {

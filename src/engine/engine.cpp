@@ -2,6 +2,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <functional>
 
 #include <fmt/format.h>
 
@@ -42,14 +43,14 @@ uint64_t add_mapped(MemoryCheck& m, const gguf::TensorInfo& t) {
 
 // Hints 2 MiB pages (util::MappedFile::advise_huge_pages) for the weights the CPU reads in place
 // whole, every token, before anything reads them: streaming them past 4 KiB page boundaries is
-// what lets decode reach the memory's bandwidth. Gathered tables stay in 4 KiB pages, so a token's
-// row does not bring 2 MiB of the table with it.
+// what lets decode reach the memory's bandwidth (bench/RESULTS.md). Gathered tables stay in 4 KiB
+// pages, so a token's row does not bring 2 MiB of the table with it.
 void advise_streamed_weights(const gguf::File& file, const model::Spec& spec,
-                             const plan::Plan& plan) {
+                             const std::function<bool(const plan::WeightItem&)>& on_host) {
   const util::MappedFile* mapping = file.mapping();
   if (mapping == nullptr) return;
   for (const auto& w : plan::inventory(file, spec).weights) {
-    if (!w.used || w.host_value || w.gathered || plan.device_of(w) != 0) continue;
+    if (!w.used || w.host_value || w.gathered || !on_host(w)) continue;
     const gguf::TensorInfo* t = file.find_tensor(w.name);
     mapping->advise_huge_pages(static_cast<size_t>(t->data.data() - mapping->bytes().data()),
                                t->n_bytes);
@@ -156,7 +157,8 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   } else {
     e->backend_ = cpu_backend();
   }
-  advise_streamed_weights(*e->file_, e->spec_, e->plan_);
+  advise_streamed_weights(*e->file_, e->spec_,
+                          [&](const plan::WeightItem& w) { return e->plan_.device_of(w) == 0; });
   HR_ASSIGN_OR_RETURN(e->model_, model::load_model(*e->file_, e->spec_, *e->backend_, load));
   e->adapters_ = std::make_unique<Adapters>(*e->model_, *e->file_, e->spec_, r.lora);
   HR_ASSIGN_OR_RETURN(e->cache_,
@@ -166,6 +168,10 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   HR_TRY(e->load_encoders());
   // A drafter runs where the plan put it (plan::add_drafter): an assistant on the CPU beside the
   // layers whose cache it reads, a draft model whole where the model computes.
+  if (e->drafter_ && e->backend_->host_memory()) {
+    advise_streamed_weights(*e->drafter_->file, e->drafter_->spec,
+                            [](const plan::WeightItem&) { return true; });
+  }
   if (e->drafter_ && e->drafter_->spec.arch == model::Arch::kGemma4Assistant) {
     HR_ASSIGN_OR_RETURN(e->assistant_,
                         model::load_assistant(*e->drafter_->file, e->drafter_->spec, *e->file_,

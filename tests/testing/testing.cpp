@@ -121,6 +121,31 @@ std::string read_text(const std::filesystem::path& path) {
   return ss.str();
 }
 
+std::vector<Mapping> mappings_of(const std::string& file) {
+  const std::string path = std::filesystem::weakly_canonical(file).string();  // as smaps names it
+  std::ifstream smaps("/proc/self/smaps");
+  std::vector<Mapping> out;
+  std::string line;
+  bool ours = false;
+  while (std::getline(smaps, line)) {
+    if (line.rfind("VmFlags:", 0) == 0) {
+      if (ours) out.back().huge_page_hint = line.find(" hg") != std::string::npos;
+      continue;
+    }
+    // A mapping's header line: "begin-end perms offset dev inode path"; the rest are "Key: value".
+    const auto dash = line.find('-');
+    const auto space = line.find(' ');
+    if (dash == std::string::npos || space == std::string::npos || dash > space) continue;
+    ours = line.size() >= path.size() &&
+           line.compare(line.size() - path.size(), path.size(), path) == 0;
+    if (ours) {
+      out.push_back({std::stoull(line.substr(0, dash), nullptr, 16),
+                     std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16), false});
+    }
+  }
+  return out;
+}
+
 int run_command(const std::string& command, std::string* out, std::string* err) {
   std::string cmd = command;
   std::filesystem::path err_file;

@@ -36,6 +36,15 @@ std::vector<int32_t> spread_token_ids(int n);
 // A parameter value as a gtest name: "tiny-e" → "tiny_e".
 std::string test_name(std::string value);
 
+// One mapping (VMA) of a file in this process, from /proc/self/smaps; `huge_page_hint` is
+// MADV_HUGEPAGE's mark ("hg" in its VmFlags).
+struct Mapping {
+  uintptr_t begin = 0, end = 0;
+  bool huge_page_hint = false;
+};
+// The mappings of the file at `path` in this process, in address order.
+std::vector<Mapping> mappings_of(const std::string& path);
+
 // Runs a shell command; returns its exit status and fills stdout (and stderr if asked).
 int run_command(const std::string& command, std::string* out, std::string* err = nullptr);
 

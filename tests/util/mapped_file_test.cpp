@@ -6,7 +6,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,35 +15,8 @@ namespace {
 
 constexpr uintptr_t kMiB = uintptr_t{1} << 20;
 
-struct Vma {
-  uintptr_t begin = 0, end = 0;
-  bool huge = false;
-};
-
-// The mappings of `path` in this process, in address order.
-std::vector<Vma> vmas_of(const std::string& path) {
-  std::ifstream smaps("/proc/self/smaps");
-  std::vector<Vma> out;
-  std::string line;
-  bool ours = false;
-  while (std::getline(smaps, line)) {
-    if (line.rfind("VmFlags:", 0) == 0) {
-      if (ours) out.back().huge = line.find(" hg") != std::string::npos;
-      continue;
-    }
-    const auto dash = line.find('-');
-    const auto space = line.find(' ');
-    if (dash == std::string::npos || space == std::string::npos || dash > space) continue;
-    // A mapping's header line: "begin-end perms offset dev inode path".
-    ours = line.size() >= path.size() &&
-           line.compare(line.size() - path.size(), path.size(), path) == 0;
-    if (ours) {
-      out.push_back({std::stoull(line.substr(0, dash), nullptr, 16),
-                     std::stoull(line.substr(dash + 1, space - dash - 1), nullptr, 16), false});
-    }
-  }
-  return out;
-}
+using testing_util::Mapping;
+using testing_util::mappings_of;
 
 bool has_thp() {
   return std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled");
@@ -62,25 +34,25 @@ TEST(MappedFile, HugePageHintCoversTheRangeWidenedToWhole2MiBPagesOfTheMapping) 
   ASSERT_TRUE(file.ok()) << file.error().message();
   const auto base = reinterpret_cast<uintptr_t>(file->bytes().data());
   const uintptr_t mapped_end = base + (size + 4095) / 4096 * 4096;
-  ASSERT_EQ(vmas_of(path).size(), 1u);
-  EXPECT_FALSE(vmas_of(path)[0].huge);
+  ASSERT_EQ(mappings_of(path).size(), 1u);
+  EXPECT_FALSE(mappings_of(path)[0].huge_page_hint);
 
   const size_t offset = 3 * kMiB + 4096 + 7, length = kMiB;
   file->advise_huge_pages(offset, length);
-  const std::vector<Vma> vmas = vmas_of(path);
+  const std::vector<Mapping> mappings = mappings_of(path);
   // The VMAs still tile the mapping; exactly one of them is hinted.
-  ASSERT_FALSE(vmas.empty());
-  EXPECT_EQ(vmas.front().begin, base);
-  EXPECT_EQ(vmas.back().end, mapped_end);
-  std::vector<Vma> huge;
-  for (size_t i = 0; i < vmas.size(); ++i) {
+  ASSERT_FALSE(mappings.empty());
+  EXPECT_EQ(mappings.front().begin, base);
+  EXPECT_EQ(mappings.back().end, mapped_end);
+  std::vector<Mapping> huge;
+  for (size_t i = 0; i < mappings.size(); ++i) {
     if (i > 0) {
-      EXPECT_EQ(vmas[i].begin, vmas[i - 1].end);
+      EXPECT_EQ(mappings[i].begin, mappings[i - 1].end);
     }
-    if (vmas[i].huge) huge.push_back(vmas[i]);
+    if (mappings[i].huge_page_hint) huge.push_back(mappings[i]);
   }
   ASSERT_EQ(huge.size(), 1u);
-  const Vma h = huge[0];
+  const Mapping h = huge[0];
   // It holds the range, ends on 2 MiB boundaries of the address space (or the mapping's ends),
   // and reaches less than 2 MiB past the range either side.
   EXPECT_LE(h.begin, base + offset);
@@ -93,11 +65,11 @@ TEST(MappedFile, HugePageHintCoversTheRangeWidenedToWhole2MiBPagesOfTheMapping) 
 
   // A range past the end hints nothing more; one running past it stops at the mapping's end.
   file->advise_huge_pages(size + 1, kMiB);
-  EXPECT_EQ(vmas_of(path).size(), vmas.size());
+  EXPECT_EQ(mappings_of(path).size(), mappings.size());
   file->advise_huge_pages(8 * kMiB, 100 * kMiB);
-  const std::vector<Vma> after = vmas_of(path);
+  const std::vector<Mapping> after = mappings_of(path);
   ASSERT_FALSE(after.empty());
-  EXPECT_TRUE(after.back().huge);
+  EXPECT_TRUE(after.back().huge_page_hint);
   EXPECT_EQ(after.back().end, mapped_end);
 }
 

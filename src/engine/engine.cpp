@@ -42,9 +42,9 @@ uint64_t add_mapped(MemoryCheck& m, const gguf::TensorInfo& t) {
 }
 
 // Hints 2 MiB pages (util::MappedFile::advise_huge_pages) for the weights the CPU reads in place
-// whole, every token, before anything reads them: streaming them past 4 KiB page boundaries is
-// what lets decode reach the memory's bandwidth (bench/RESULTS.md). Gathered tables stay in 4 KiB
-// pages, so a token's row does not bring 2 MiB of the table with it.
+// whole, every token, before anything reads them: in 4 KiB pages E2B's decode streamed ~10 %
+// slower after a cold load (bench/RESULTS.md). Gathered tables stay in 4 KiB pages, so a token's
+// row does not bring 2 MiB of the table with it.
 void advise_streamed_weights(const gguf::File& file, const model::Spec& spec,
                              const std::function<bool(const plan::WeightItem&)>& on_host) {
   const util::MappedFile* mapping = file.mapping();

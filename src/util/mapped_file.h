@@ -32,9 +32,9 @@ class MappedFile {
   // (the pages stay in the page cache): a pass over a large file keeps a bounded footprint.
   void release(size_t offset, size_t length) const;
   // Hints that a byte range is streamed whole, again and again (weights every token reads): the
-  // kernel may then cache and map it in 2 MiB pages — fewer TLB misses, and reads that run on past
-  // 4 KiB boundaries. The range is widened to whole 2 MiB pages so that its ends can be mapped so
-  // too. Only pages not yet in the page cache come in large; a no-op where unsupported.
+  // kernel may then cache and map it in 2 MiB pages, with fewer TLB misses while it streams. The
+  // range is widened to whole 2 MiB pages so that its ends can be mapped so too. Only pages not
+  // yet in the page cache come in large; a no-op where unsupported.
   void advise_huge_pages(size_t offset, size_t length) const;
 
  private:

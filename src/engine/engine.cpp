@@ -2,7 +2,6 @@
 #include "engine/engine.h"
 
 #include <algorithm>
-#include <functional>
 
 #include <fmt/format.h>
 
@@ -44,13 +43,15 @@ uint64_t add_mapped(MemoryCheck& m, const gguf::TensorInfo& t) {
 // Hints 2 MiB pages (util::MappedFile::advise_huge_pages) for the weights the CPU reads in place
 // whole, every token, before anything reads them: in 4 KiB pages E2B's decode streamed ~10 %
 // slower after a cold load (bench/RESULTS.md). Gathered tables stay in 4 KiB pages, so a token's
-// row does not bring 2 MiB of the table with it.
+// row does not bring 2 MiB of the table with it. `plan` places the weights (those it puts on a GPU
+// are copied there, not streamed from the mapping); null: the whole file runs on the CPU.
 void advise_streamed_weights(const gguf::File& file, const model::Spec& spec,
-                             const std::function<bool(const plan::WeightItem&)>& on_host) {
+                             const plan::Plan* plan) {
   const util::MappedFile* mapping = file.mapping();
   if (mapping == nullptr) return;
   for (const auto& w : plan::inventory(file, spec).weights) {
-    if (!w.used || w.host_value || w.gathered || !on_host(w)) continue;
+    const bool on_host = plan == nullptr || plan->device_of(w) == 0;
+    if (!w.used || w.host_value || w.gathered || !on_host) continue;
     const gguf::TensorInfo* t = file.find_tensor(w.name);
     mapping->advise_huge_pages(static_cast<size_t>(t->data.data() - mapping->bytes().data()),
                                t->n_bytes);
@@ -157,8 +158,7 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   } else {
     e->backend_ = cpu_backend();
   }
-  advise_streamed_weights(*e->file_, e->spec_,
-                          [&](const plan::WeightItem& w) { return e->plan_.device_of(w) == 0; });
+  advise_streamed_weights(*e->file_, e->spec_, &e->plan_);
   HR_ASSIGN_OR_RETURN(e->model_, model::load_model(*e->file_, e->spec_, *e->backend_, load));
   e->adapters_ = std::make_unique<Adapters>(*e->model_, *e->file_, e->spec_, r.lora);
   HR_ASSIGN_OR_RETURN(e->cache_,
@@ -169,8 +169,7 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   // A drafter runs where the plan put it (plan::add_drafter): an assistant on the CPU beside the
   // layers whose cache it reads, a draft model whole where the model computes.
   if (e->drafter_ && e->backend_->host_memory()) {
-    advise_streamed_weights(*e->drafter_->file, e->drafter_->spec,
-                            [](const plan::WeightItem&) { return true; });
+    advise_streamed_weights(*e->drafter_->file, e->drafter_->spec, nullptr);
   }
   if (e->drafter_ && e->drafter_->spec.arch == model::Arch::kGemma4Assistant) {
     HR_ASSIGN_OR_RETURN(e->assistant_,

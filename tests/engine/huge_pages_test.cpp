@@ -21,12 +21,13 @@ bool any_hinted(const std::string& path) {
 }
 
 TEST(EngineHugePages, TheWeightsTheCpuStreamsAreHintedAndThoseOnAGpuAreNot) {
-  if (!fs::exists("/sys/kernel/mm/transparent_hugepage/enabled"))
+  if (!testing_util::has_transparent_huge_pages())
     GTEST_SKIP() << "this kernel has no transparent huge pages";
   // Two copies, so that the model's mapping and the draft model's are told apart by name.
   const fs::path stories = testing_util::shared_dir() / "models/stories260K.gguf";
   const fs::path dir = testing_util::temp_dir();
-  const std::string model = (dir / "model.gguf").string(), drafter = (dir / "drafter.gguf").string();
+  const std::string model = (dir / "model.gguf").string(),
+                    drafter = (dir / "drafter.gguf").string();
   fs::copy_file(stories, model, fs::copy_options::overwrite_existing);
   fs::copy_file(stories, drafter, fs::copy_options::overwrite_existing);
   const plan::Request request{.n_ctx = 128, .n_ubatch = 16, .n_draft = 2};

@@ -146,6 +146,10 @@ std::vector<Mapping> mappings_of(const std::string& file) {
   return out;
 }
 
+bool has_transparent_huge_pages() {
+  return std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled");
+}
+
 int run_command(const std::string& command, std::string* out, std::string* err) {
   std::string cmd = command;
   std::filesystem::path err_file;

@@ -44,6 +44,8 @@ struct Mapping {
 };
 // The mappings of the file at `path` in this process, in address order.
 std::vector<Mapping> mappings_of(const std::string& path);
+// Whether this kernel has transparent huge pages (else MADV_HUGEPAGE marks nothing).
+bool has_transparent_huge_pages();
 
 // Runs a shell command; returns its exit status and fills stdout (and stderr if asked).
 int run_command(const std::string& command, std::string* out, std::string* err = nullptr);

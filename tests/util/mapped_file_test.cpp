@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -18,12 +17,9 @@ constexpr uintptr_t kMiB = uintptr_t{1} << 20;
 using testing_util::Mapping;
 using testing_util::mappings_of;
 
-bool has_thp() {
-  return std::filesystem::exists("/sys/kernel/mm/transparent_hugepage/enabled");
-}
-
 TEST(MappedFile, HugePageHintCoversTheRangeWidenedToWhole2MiBPagesOfTheMapping) {
-  if (!has_thp()) GTEST_SKIP() << "this kernel has no transparent huge pages";
+  if (!testing_util::has_transparent_huge_pages())
+    GTEST_SKIP() << "this kernel has no transparent huge pages";
   const auto path = (testing_util::temp_dir() / "nine-mib.bin").string();
   const size_t size = 9 * kMiB + 100;
   {

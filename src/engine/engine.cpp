@@ -144,7 +144,8 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
   model::LoadOptions load{.max_batch = e->n_ubatch(),
                           .placement = placement,
                           .trace = std::move(parts.trace),
-                          .lora = r.lora};
+                          .lora = r.lora,
+                          .hidden = plan::model_hands_back_hidden(in)};
   if (placement.main_device != 0) {
     HR_TRY(check_gpu_plan(e->plan_, static_cast<bool>(gpu_backend)));
     const int index = e->plan_.compute_device().gpu_index;

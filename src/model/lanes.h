@@ -65,8 +65,9 @@ class Lanes {
       L& lane = lanes_[i];
       // A recording spans a whole pass on one backend: a split pass crosses to the host between,
       // and a traced one reads intermediates back.
+      // The head, and so the hidden states, are the main lane's.
       HR_TRY(lane.stage.init(*lane.ops, spec, options.max_batch, !split && !trace_,
-                             options.cache_layers));
+                             options.cache_layers, i == 0 && options.hidden));
       HR_ASSIGN_OR_RETURN(TensorPlacer * placer,
                           lane.stage.placer(i == 0 ? options.placer : nullptr));
       lane.binder = std::make_unique<Binder>(file, placer);
@@ -115,7 +116,8 @@ class Lanes {
   L& of_experts(int il) { return of_device(placement_.experts(il)); }
 
   void begin(const Batch& batch, kv::Cache& cache, const Outputs& out) {
-    for (int i = 0; i < n_lanes_; ++i) lanes_[i].stage.begin(batch, cache, out.top_k);
+    for (int i = 0; i < n_lanes_; ++i)
+      lanes_[i].stage.begin(batch, cache, out.top_k, out.hidden != nullptr);
     lora_.begin(batch);
   }
 
@@ -170,12 +172,7 @@ class Lanes {
       m.ops->rmsnorm(m.s.xb, norm, m.s.xb, n_embd, n_out, eps);
     }
     trace(m, m.s.xb, n_out, n_embd, "result_norm");
-    if (out.hidden != nullptr && m.ops->host_memory()) {
-      std::memcpy(out.hidden, m.s.xb, static_cast<size_t>(n_out) * n_embd * sizeof(float));
-    } else if (out.hidden != nullptr && error_.ok()) {
-      error_ = util::errorf("model: hidden states are handed back on a host backend only, not {}",
-                            m.ops->name());
-    }
+    if (out.hidden != nullptr) m.stage.hidden(m.s.xb, n_out, out.hidden);
     m.stage.outputs(output, {m.s.xb, xb_q8}, n_out, softcap, out);
   }
   // The first failure since the last call — a crossing's copy, then each lane's — after waiting

@@ -66,7 +66,9 @@ struct Outputs {
   int32_t* top_ids = nullptr;   // [n_out][top_k]
   float* top_logits = nullptr;  // [n_out][top_k]
   // [n_out][n_embd], or null: each row's hidden state after the final norm, before the head — what
-  // a Gemma 4 assistant drafter starts from (model/assistant.h). Host backends only.
+  // a Gemma 4 assistant drafter starts from (model/assistant.h). On a backend with memory of its
+  // own the model must be loaded with LoadOptions::hidden (the rows come back through page-locked
+  // memory, with the pass's other outputs).
   float* hidden = nullptr;
 };
 
@@ -130,6 +132,9 @@ struct LoadOptions {
   // A drafter's layers read another model's cache and write none: the cache layer each layer
   // reads. Empty: each layer reads (and writes) its own.
   std::vector<int> cache_layers;
+  // Passes may ask for Outputs::hidden: on a device, page-locked rows for max_batch hidden states
+  // (priced by staging_bytes with the same flag).
+  bool hidden = false;
 };
 
 // Shared by the architectures' forward passes.
@@ -147,7 +152,8 @@ util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Sp
 // uses) or in host memory.
 size_t workspace_bytes(const Spec& spec, int max_batch, bool device);
 // Page-locked host memory a device lane stages its passes through (model/stage.h): zero for a host.
-size_t staging_bytes(const Spec& spec, int max_batch, bool device);
+// `hidden`: LoadOptions::hidden.
+size_t staging_bytes(const Spec& spec, int max_batch, bool device, bool hidden = false);
 // The widest input of any matrix product of the forward pass (the CPU kernels size their
 // activation scratch with it).
 int64_t max_matmul_cols(const Spec& spec);

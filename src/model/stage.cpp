@@ -44,9 +44,10 @@ size_t step_block_bytes(const Spec& spec, int max_batch) {
   return StepLayout::of(spec.n_layer, max_batch).end;
 }
 
-size_t staging_bytes(const Spec& spec, int max_batch, bool device) {
+size_t staging_bytes(const Spec& spec, int max_batch, bool device, bool hidden) {
   if (!device) return 0;
-  return step_block_bytes(spec, max_batch) + StageRegions::selection_bytes(max_batch);
+  return step_block_bytes(spec, max_batch) + StageRegions::selection_bytes(max_batch) +
+         (hidden ? hidden_bytes(spec, max_batch) : 0);
 }
 
 Stage::~Stage() {
@@ -54,7 +55,7 @@ Stage::~Stage() {
 }
 
 util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record,
-                         std::vector<int> cache_layers) {
+                         std::vector<int> cache_layers, bool hidden) {
   ops_ = &ops;
   cache_layers_ = std::move(cache_layers);
   device_ = !ops.host_memory();
@@ -78,6 +79,10 @@ util::Status Stage::init(kernels::Backend& ops, const Spec& spec, int max_batch,
                         kernels::Buffer::make_host(ops, step_block_bytes(spec, max_batch)));
     HR_ASSIGN_OR_RETURN(host_selections_,
                         kernels::Buffer::make_host(ops, StageRegions::selection_bytes(max_batch)));
+    if (hidden) {
+      HR_ASSIGN_OR_RETURN(host_hidden_,
+                          kernels::Buffer::make_host(ops, hidden_bytes(spec, max_batch)));
+    }
     rows_.resize(max_batch);
   }
   return {};
@@ -94,7 +99,7 @@ util::Result<TensorPlacer*> Stage::placer(TensorPlacer* given) {
   return placer_.get();
 }
 
-void Stage::begin(const Batch& batch, kv::Cache& cache, int top_k) {
+void Stage::begin(const Batch& batch, kv::Cache& cache, int top_k, bool hidden) {
   const int T = batch.size();
   n_tokens_ = T;
   sees_images_ = !batch.attend_until.empty();
@@ -111,7 +116,7 @@ void Stage::begin(const Batch& batch, kv::Cache& cache, int top_k) {
   mode_ = Mode::kRun;
   if (record_ && top_k > 0 && T <= kernels::kActQ8MaxTokens && all_rows && !batch.has_adapters() &&
       !sees_images_ && !batch.has_embeddings()) {
-    recording_key_ = {T, top_k};
+    recording_key_ = {T, top_k, hidden};
     const auto it = recordings_.find(recording_key_);
     mode_ = it == recordings_.end() ? Mode::kRecord : Mode::kReplay;
     replaying_ = it == recordings_.end() ? -1 : it->second;
@@ -258,6 +263,22 @@ void Stage::top_k_outputs(const kernels::Matrix& output, kernels::Activations x,
   pending_ = {.ids = out.top_ids, .values = out.top_logits, .n_out = n_out, .k = k};
 }
 
+void Stage::hidden(const float* x, int n_out, float* dst) {
+  const size_t bytes = static_cast<size_t>(n_out) * n_embd_ * sizeof(float);
+  if (!device_) {
+    std::memcpy(dst, x, bytes);
+  } else if (host_hidden_.size() < bytes) {
+    record(
+        util::errorf("model: hidden states from {} need the model loaded to hand them back "
+                     "(LoadOptions::hidden)",
+                     ops_->name()));
+  } else {
+    // Queued with the pass (and recorded with it): the host copies the rows out in status().
+    ops_->download_async(host_hidden_.get<uint8_t>(), x, bytes);
+    pending_hidden_ = {.dst = dst, .bytes = bytes};
+  }
+}
+
 util::Status Stage::status() {
   util::Status s = std::move(error_);
   error_ = {};
@@ -274,6 +295,9 @@ util::Status Stage::status() {
                 pending_.values + static_cast<size_t>(first) * k);
   }
   pending_ = {};
+  if (pending_hidden_.dst != nullptr)
+    std::memcpy(pending_hidden_.dst, host_hidden_.get<uint8_t>(), pending_hidden_.bytes);
+  pending_hidden_ = {};
   return !s ? s : ops;
 }
 

@@ -16,6 +16,7 @@
 
 #include <map>
 #include <memory>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -67,6 +68,10 @@ struct StageRegions {
     return static_cast<size_t>(max_batch) * Outputs::kMaxTopK * (sizeof(int32_t) + sizeof(float));
   }
 };
+// A device's page-locked rows for max_batch hidden states (Outputs::hidden).
+inline size_t hidden_bytes(const Spec& s, int max_batch) {
+  return static_cast<size_t>(max_batch) * s.n_embd * sizeof(float);
+}
 
 class Stage {
  public:
@@ -76,9 +81,9 @@ class Stage {
   ~Stage();
 
   // `may_record`: whether a pass may be recorded (model::Lanes says no for split or traced passes).
-  // `cache_layers`: LoadOptions::cache_layers.
+  // `cache_layers`, `hidden`: LoadOptions::cache_layers, LoadOptions::hidden.
   util::Status init(kernels::Backend& ops, const Spec& spec, int max_batch, bool may_record = true,
-                    std::vector<int> cache_layers = {});
+                    std::vector<int> cache_layers = {}, bool hidden = false);
   // Its regions of the lane's activation workspace, once allocated.
   void attach(const StageRegions& regions) { regions_ = regions; }
   // Where bound weights go: `given` on a host backend (null = the file mapping), a placer in the
@@ -87,13 +92,15 @@ class Stage {
   util::Result<TensorPlacer*> placer(TensorPlacer* given);
   // Bytes of weights placed in the backend's memory.
   size_t placed_bytes() const { return placer_ ? placer_->bytes() : 0; }
-  size_t staging_bytes() const { return host_block_.size() + host_selections_.size(); }
+  size_t staging_bytes() const {
+    return host_block_.size() + host_selections_.size() + host_hidden_.size();
+  }
 
   // Per forward pass, after the cache positions are set: fills the step block for the layers
   // whose cache lives in this lane's memory, sends it up in one copy and scatters the cache's
-  // changes. `top_k`: what the pass will hand back (0: whole logits), which decides whether it
-  // may be recorded.
-  void begin(const Batch& batch, kv::Cache& cache, int top_k);
+  // changes. `top_k`, `hidden`: what the pass will hand back (0: whole logits; hidden states or
+  // not), which decides whether it may be recorded, and which recording it replays.
+  void begin(const Batch& batch, kv::Cache& cache, int top_k, bool hidden);
   const int32_t* tokens() const { return at<int32_t>(layout_.tokens); }
   const int32_t* pos() const { return at<int32_t>(layout_.pos); }
   // The image each token sees both ways on sliding layers (Batch::attend_from, attend_until), or
@@ -118,6 +125,9 @@ class Stage {
   // device: for tracing).
   const float* read(const float* ops_array, int n);
 
+  // The n_out rows of x ([n_out][n_embd], the normed hidden states) into dst in host memory: at
+  // once on a host, with the pass's other outputs in status() on a device.
+  void hidden(const float* x, int n_out, float* dst);
   // The outputs of the n_out rows of x (already normed): output · x, softcapped when cap > 0,
   // handed back as `out` asks; then the recorded span, if any, ends.
   void outputs(const kernels::Matrix& output, kernels::Activations x, int n_out, float cap,
@@ -167,15 +177,21 @@ class Stage {
     float* values = nullptr;
     int n_out = 0, k = 0;
   } pending_;
+  kernels::Buffer host_hidden_;  // device backends with LoadOptions::hidden: page-locked rows
+  struct PendingHidden {         // copied out of host_hidden_ once the pass is done
+    float* dst = nullptr;
+    size_t bytes = 0;
+  } pending_hidden_;
   std::vector<kv::ViewChange> changes_;
   std::vector<int32_t> rows_;
   std::vector<float> read_floats_;
   util::Status error_;
-  // Recorded passes (see the file comment), by (tokens, k).
+  // Recorded passes (see the file comment), by (tokens, k, hidden states or not).
   bool record_ = false;
-  std::map<std::pair<int, int>, int> recordings_;
+  using RecordingKey = std::tuple<int, int, bool>;
+  std::map<RecordingKey, int> recordings_;
   int replaying_ = -1;
-  std::pair<int, int> recording_key_{0, 0};
+  RecordingKey recording_key_{0, 0, false};
   enum class Mode { kRun, kRecord, kReplay } mode_ = Mode::kRun;
 };
 

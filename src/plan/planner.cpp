@@ -58,6 +58,10 @@ int64_t draft_hidden_rows(const Request& r) {
   return logit_rows(r) + int64_t{r.n_slots} + drafter_rows(r);
 }
 
+bool model_hands_back_hidden(const PlanInput& in) {
+  return in.drafter != nullptr && in.drafter->arch == model::Arch::kGemma4Assistant;
+}
+
 int Plan::device_of(const WeightItem& w) const {
   if (w.host_value) return 0;
   if (w.name == "per_layer_token_embd.weight") return placement.ple_device;
@@ -212,10 +216,11 @@ void add_activations(Plan& p, const PlanInput& in) {
                        .kind = ItemKind::kActivations,
                        .device = main,
                        .bytes = model::workspace_bytes(spec, r.n_ubatch, true)});
-    p.items.push_back({.name = "staging (page-locked)",
-                       .kind = ItemKind::kActivations,
-                       .device = 0,
-                       .bytes = model::staging_bytes(spec, r.n_ubatch, true)});
+    p.items.push_back(
+        {.name = "staging (page-locked)",
+         .kind = ItemKind::kActivations,
+         .device = 0,
+         .bytes = model::staging_bytes(spec, r.n_ubatch, true, model_hands_back_hidden(in))});
   }
   if (main == 0 || p.placement.split()) {
     p.items.push_back({.name = "activations",

@@ -165,6 +165,9 @@ kv::CacheConfig draft_kv_config(const Request& r);
 // Rows of hidden states the scheduler holds for a drafter: each output row of a step, then each
 // slot's latest, then a draft step's.
 int64_t draft_hidden_rows(const Request& r);
+// Whether the model's passes hand back hidden states (model::LoadOptions::hidden): for a Gemma 4
+// assistant drafter, which starts from them.
+bool model_hands_back_hidden(const PlanInput& in);
 
 // Whether the first n layers can compute on the CPU and the rest on the GPU: no layer reads the
 // KV cache of a layer on the other side of the split.

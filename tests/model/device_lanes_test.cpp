@@ -32,12 +32,13 @@ using Loaded = testing_util::LoadedModel;
 // (model::place), and the cache keeps those layers in host memory.
 Loaded load(const gguf::File& file, const model::Spec& spec, kernels::Backend& ops, int ubatch,
             DType kv_type, kernels::Backend* host = nullptr, int n_host_layers = 0,
-            bool ple_on_host = false, bool experts_on_host = false) {
+            bool ple_on_host = false, bool experts_on_host = false, bool hidden = false) {
   Loaded r;
   const model::Placement placement =
       model::place(spec, ops.host_memory() ? 0 : 1, n_host_layers, ple_on_host, experts_on_host);
-  auto m = model::load_model(file, spec, ops,
-                             {.max_batch = ubatch, .host = host, .placement = placement});
+  auto m = model::load_model(
+      file, spec, ops,
+      {.max_batch = ubatch, .host = host, .placement = placement, .hidden = hidden});
   EXPECT_TRUE(m.ok()) << m.error().message();
   if (!m.ok()) return r;
   r.model = std::move(*m);
@@ -57,6 +58,12 @@ std::vector<float> run(Loaded& r, const std::vector<int32_t>& ids, int prefill, 
 
 bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// run(), with each position's hidden state into hidden ([ids][n_embd]).
+std::vector<float> run_hidden(Loaded& r, const std::vector<int32_t>& ids, const model::Spec& spec,
+                              float* hidden) {
+  return testing_util::logits_of_passes(r, ids, 12, 5, spec.n_vocab, hidden, spec.n_embd);
 }
 
 // Where a split may fall: no layer reads the KV cache of a layer on the other side.
@@ -201,6 +208,68 @@ TEST_P(DeviceLanes, DeviceSelectionsAreTheTopOfTheCpuLogits) {
       EXPECT_EQ(got.logits[p * k + j], row[order[j]]) << "position " << p << ", rank " << j;
     }
   }
+}
+
+// The hidden states a device hands back (Outputs::hidden, what a Gemma 4 assistant drafter starts
+// from) are the CPU path's bit for bit: with whole logits and with top-k selections, in prefill
+// micro-batches, in decode passes op by op, recorded, and replayed — a replay of a pass recorded
+// without them is never used for one that wants them, nor the other way round. Without
+// LoadOptions::hidden a device refuses them in the pass's status.
+TEST_P(DeviceLanes, HiddenStatesComeBackAsOnTheCpu) {
+  const std::string shape = GetParam();
+  Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  ASSERT_TRUE(m.spec);
+  const model::Spec& spec = *m.spec;
+  const auto ids = testing_util::spread_token_ids(20);
+  const size_t rows = ids.size() * spec.n_embd;
+  util::ThreadPool pool(2);
+  const int64_t cols = model::max_matmul_cols(spec);
+  kernels::cpu::CpuBackend cpu(pool, 8, cols);
+  Loaded on_cpu = load(*m.file, spec, cpu, 8, DType::kF16);
+  std::vector<float> expected(rows), expected_top(rows);
+  const auto logits = run_hidden(on_cpu, ids, spec, expected.data());
+  on_cpu.cache->release(0);
+  testing_util::selections_of_passes(on_cpu, ids, 6, 6, spec.n_vocab, 8, expected_top.data(),
+                                     spec.n_embd);
+  for (bool record : {false, true}) {
+    SCOPED_TRACE(record ? "recorded passes" : "op by op");
+    testing_util::ScopedEnv env("HEADROOM_RECORD_PASSES",
+                                record ? std::nullopt : std::optional<std::string>("0"));
+    testing_util::EmulatedGpu gpu(pool, 8, cols);
+    Loaded on_gpu = load(*m.file, spec, gpu, 8, DType::kF16, nullptr, 0, false, false, true);
+    std::vector<float> got(rows, NAN);
+    EXPECT_TRUE(same_bits(run_hidden(on_gpu, ids, spec, got.data()), logits));
+    EXPECT_TRUE(same_bits(got, expected)) << "whole logits";
+    // Top-k passes in a fresh cache: decode passes with hidden states, then without, then with.
+    std::fill(got.begin(), got.end(), NAN);
+    on_gpu.cache->release(0);
+    const auto with = testing_util::selections_of_passes(on_gpu, ids, 6, 6, spec.n_vocab, 8,
+                                                         got.data(), spec.n_embd);
+    EXPECT_TRUE(same_bits(got, expected_top)) << "top-k passes";
+    on_gpu.cache->release(0);
+    const auto without = testing_util::selections_of_passes(on_gpu, ids, 6, 6, spec.n_vocab, 8);
+    EXPECT_EQ(without.ids, with.ids);
+    std::fill(got.begin(), got.end(), NAN);
+    on_gpu.cache->release(0);
+    testing_util::selections_of_passes(on_gpu, ids, 6, 6, spec.n_vocab, 8, got.data(), spec.n_embd);
+    EXPECT_TRUE(same_bits(got, expected_top)) << "top-k passes after passes without hidden states";
+    // Each run is a 6-token pass and 14 single-token passes: recorded with hidden states in the
+    // first run (13 replays) and replayed in the third (15), recorded again without them in the
+    // second (13 replays).
+    EXPECT_EQ(gpu.replays(), record ? 41 : 0);
+  }
+  testing_util::EmulatedGpu gpu(pool, 8, cols);
+  Loaded plain = load(*m.file, spec, gpu, 8, DType::kF16);
+  ASSERT_TRUE(plain.cache->reserve(0, 1));
+  std::vector<float> one_logits(spec.n_vocab), one_hidden(spec.n_embd);
+  const int32_t token = ids[0], pos = 0, slot = 0;
+  const model::Batch batch{
+      .tokens = std::span(&token, 1), .pos = std::span(&pos, 1), .slot = std::span(&slot, 1)};
+  const util::Status s = plain.model->forward(
+      batch, *plain.cache, {.logits = one_logits.data(), .hidden = one_hidden.data()});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.error().message().find("LoadOptions::hidden"), std::string::npos)
+      << s.error().message();
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DeviceLanes,

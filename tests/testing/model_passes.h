@@ -42,9 +42,11 @@ inline LoadedModel load_with_cache(const gguf::File& file, const model::Spec& sp
 }
 
 // Every position's logits in slot 0: the first `prefill` tokens in micro-batches of `ubatch`,
-// then one token per pass (decode), each pass's status checked. Zeros if loading failed.
+// then one token per pass (decode), each pass's status checked. Zeros if loading failed. With
+// `hidden`, each position's hidden state too ([ids][n_embd], Outputs::hidden).
 inline std::vector<float> logits_of_passes(LoadedModel& r, const std::vector<int32_t>& ids,
-                                           int prefill, int ubatch, int n_vocab) {
+                                           int prefill, int ubatch, int n_vocab,
+                                           float* hidden = nullptr, int64_t n_embd = 0) {
   std::vector<float> logits(ids.size() * n_vocab);
   if (!r.model || !r.cache) return logits;
   EXPECT_TRUE(r.cache->reserve(0, static_cast<int>(ids.size())));
@@ -56,7 +58,10 @@ inline std::vector<float> logits_of_passes(LoadedModel& r, const std::vector<int
     for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(start + i);
     model::Batch batch{
         .tokens = std::span(ids).subspan(start, n), .pos = pos, .slot = slot, .output = output};
-    auto s = r.model->forward(batch, *r.cache, logits.data() + start * n_vocab);
+    auto s = r.model->forward(
+        batch, *r.cache,
+        {.logits = logits.data() + start * n_vocab,
+         .hidden = hidden != nullptr ? hidden + static_cast<int64_t>(start) * n_embd : nullptr});
     EXPECT_TRUE(s.ok()) << s.error().message();
     start += n;
   }
@@ -64,13 +69,14 @@ inline std::vector<float> logits_of_passes(LoadedModel& r, const std::vector<int
 }
 
 // Every position's top-k selection in slot 0 (ids, then their logits), passes as logits_of_passes
-// makes them: what a sampling step reads instead of whole logits.
+// makes them: what a sampling step reads instead of whole logits. `hidden` as there.
 struct Selections {
   std::vector<int32_t> ids;
   std::vector<float> logits;
 };
 inline Selections selections_of_passes(LoadedModel& r, const std::vector<int32_t>& ids, int prefill,
-                                       int ubatch, int n_vocab, int k) {
+                                       int ubatch, int n_vocab, int k, float* hidden = nullptr,
+                                       int64_t n_embd = 0) {
   Selections out{std::vector<int32_t>(ids.size() * k), std::vector<float>(ids.size() * k)};
   if (!r.model || !r.cache) return out;
   EXPECT_TRUE(r.cache->reserve(0, static_cast<int>(ids.size())));
@@ -83,11 +89,13 @@ inline Selections selections_of_passes(LoadedModel& r, const std::vector<int32_t
     for (int i = 0; i < n; ++i) pos[i] = static_cast<int32_t>(start + i);
     model::Batch batch{
         .tokens = std::span(ids).subspan(start, n), .pos = pos, .slot = slot, .output = output};
-    auto s = r.model->forward(batch, *r.cache,
-                              {.logits = logits.data(),
-                               .top_k = k,
-                               .top_ids = out.ids.data() + start * k,
-                               .top_logits = out.logits.data() + start * k});
+    auto s = r.model->forward(
+        batch, *r.cache,
+        {.logits = logits.data(),
+         .top_k = k,
+         .top_ids = out.ids.data() + start * k,
+         .top_logits = out.logits.data() + start * k,
+         .hidden = hidden != nullptr ? hidden + static_cast<int64_t>(start) * n_embd : nullptr});
     EXPECT_TRUE(s.ok()) << s.error().message();
     start += n;
   }

@@ -53,10 +53,10 @@ void add_plan_flags(CLI::App* cmd, PlanFlags& f, bool with_shape, int default_sl
   cmd->add_option("--draft-model", f.draft_model,
                   "Speculative decoding with a drafter GGUF, for every request that does not "
                   "turn drafting off: a Gemma 4 assistant (MTP) drafter in the form llama.cpp "
-                  "reads (it drafts from the model's own hidden state and KV cache), or a small "
-                  "model with the same vocabulary (its own KV cache, like llama.cpp's -md; it runs "
-                  "where the model computes, a GPU included); an assistant runs on the CPU for "
-                  "now");
+                  "reads (it drafts from the model's own hidden state and KV cache: on the CPU, "
+                  "or on a GPU that holds the whole model), or a small model with the same "
+                  "vocabulary (its own KV cache, like llama.cpp's -md; it runs where the model "
+                  "computes, a GPU included)");
   cmd->add_option("--cpu-mem", f.cpu_mem,
                   "RAM budget, e.g. 8G (default: available RAM minus a margin)");
   cmd->add_option("--gpu-mem", f.gpu_mem,

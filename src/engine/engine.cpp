@@ -167,8 +167,8 @@ util::Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<gguf::File>
                                         placement.main_device != 0 ? e->backend_.get() : nullptr,
                                         placement.layer_device));
   HR_TRY(e->load_encoders());
-  // A drafter runs where the plan put it (plan::add_drafter): an assistant on the CPU beside the
-  // layers whose cache it reads, a draft model whole where the model computes.
+  // A drafter runs where the plan put it (plan::add_drafter): where the model computes, beside the
+  // cache an assistant reads.
   if (e->drafter_ && e->backend_->host_memory()) {
     advise_streamed_weights(*e->drafter_->file, e->drafter_->spec, nullptr);
   }
@@ -265,11 +265,14 @@ Verification Engine::verify() const {
   weights.allocated += mapped.allocated + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.resident += mapped.resident + (encoders_ ? encoders_->placed_weight_bytes() : 0);
   weights.in_rss += mapped.in_rss + (encoders_ && host_only ? encoders_->placed_weight_bytes() : 0);
-  // The drafter's weights: a draft model beside a GPU placed in its memory but for its host values
-  // (plan::add_draft_model); otherwise its whole file's mapping.
-  if (draft_model_ && draft_model_->placed_weight_bytes() > 0) {
-    weights.allocated += draft_model_->placed_weight_bytes();
-    weights.resident += draft_model_->placed_weight_bytes();
+  // The drafter's weights: on a GPU placed in its memory but for its host values
+  // (plan::add_drafter); otherwise its whole file's mapping.
+  const size_t drafter_placed = draft_model_ ? draft_model_->placed_weight_bytes()
+                                : assistant_ ? assistant_->placed_weight_bytes()
+                                             : 0;
+  if (drafter_placed > 0) {
+    weights.allocated += drafter_placed;
+    weights.resident += drafter_placed;
     for (const auto& w : plan::inventory(*drafter_->file, drafter_->spec).weights) {
       if (w.used && w.host_value) add_mapped(weights, *drafter_->file->find_tensor(w.name));
     }

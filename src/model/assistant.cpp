@@ -1,13 +1,18 @@
 // Gemma 4's assistant drafter (model/assistant.h; docs/gemma4-assistant.md §3), on the model
-// lanes of one backend computing in host memory: the Stage hands each layer the spans of the
-// target layer it reads (LoadOptions::cache_layers) and writes no K/V.
+// lane of the backend that holds the target's cache (the CPU, or the GPU the whole target computes
+// on): the Stage hands each layer the spans of the target layer it reads (LoadOptions::
+// cache_layers) and writes no K/V. Its input rows — the target's embedding of each token, gathered
+// on the host from the target's file, beside the hidden state the scheduler holds — go up in one
+// copy per step, so the target's embedding table is never placed twice.
 #include "model/assistant.h"
 
 #include <array>
 #include <cmath>
 #include <cstring>
 
+#include "kernels/buffer.h"
 #include "model/lanes.h"
+#include "tensor/dequantize.h"
 
 namespace model {
 namespace {
@@ -25,17 +30,14 @@ struct LayerWeights {
   float output_scale = 1.0f;     // layer_output_scale
 };
 
-// Activations for up to B rows.
+// Activations for up to B rows (the input rows are Inputs, below).
 struct Scratch {
   float *x, *xb, *xb2;    // [B][N_d]
-  float *embd, *input;    // [B][N_b] the target's embedding; [B][2·N_b] [embedding ; h]
   float *q, *att;         // [B][max nh·hd]
   float *hb, *hb2;        // [B][max n_ff]
   float* hidden_next;     // [B][N_b]
-  int32_t* rope_pos;      // [B] the query position P (pos + 1)
   int32_t* out_rows;      // [B]
-  uint8_t* all_rows;      // [B] ones: every row wants output
-  void* xb_q8 = nullptr;  // a device's 8-bit rows (Lanes::output_head); none on a host
+  void* xb_q8 = nullptr;  // a device's 8-bit rows (Lanes::output_head); none here
   StageRegions stage;
 
   template <class Carver>
@@ -50,18 +52,27 @@ struct Scratch {
     r.x = c.floats(b * d);
     r.xb = c.floats(b * d);
     r.xb2 = c.floats(b * d);
-    r.embd = c.floats(b * nb);
-    r.input = c.floats(b * 2 * nb);
     r.q = c.floats(b * q_dim);
     r.att = c.floats(b * q_dim);
     r.hb = c.floats(b * n_ff);
     r.hb2 = c.floats(b * n_ff);
     r.hidden_next = c.floats(b * nb);
-    r.rope_pos = c.template array<int32_t>(b);
     r.out_rows = c.template array<int32_t>(b);
-    r.all_rows = c.template array<uint8_t>(b);
     r.stage = StageRegions::lay_out(c, s, B, device);
     return r;
+  }
+};
+
+// What the host fills each step, for up to B rows: [E_target[token]·√N_b ; h] and the query
+// position P (pos + 1). On a device, page-locked arrays copied up to arrays of the ops.
+struct Inputs {
+  kernels::Staged<float> rows;        // [B][2·N_b]
+  kernels::Staged<int32_t> rope_pos;  // [B]
+
+  static size_t values(const Spec& s, int B) { return static_cast<size_t>(B) * 2 * s.n_embd_out; }
+  // Bytes on each side: the host's, and the ops' own on a device.
+  static size_t bytes(const Spec& s, int B) {
+    return values(s, B) * sizeof(float) + static_cast<size_t>(B) * sizeof(int32_t);
   }
 };
 
@@ -82,18 +93,23 @@ class Gemma4Assistant final : public Assistant {
                     kernels::Backend& ops);
   const Spec& spec() const override { return spec_; }
   int max_batch() const override { return max_batch_; }
-  size_t workspace_bytes() const override { return lanes_.workspace_bytes(); }
+  size_t workspace_bytes() const override {
+    return lanes_.workspace_bytes() + lanes_.staging_bytes() +
+           Inputs::bytes(spec_, max_batch_) * (on_host_ ? 1 : 2);
+  }
+  size_t placed_weight_bytes() const override { return lanes_.placed_bytes(); }
   util::Status step(const DraftBatch& batch, kv::Cache& cache, const Outputs& out,
                     float* hidden_next) override;
 
  private:
   using L = Lane<Scratch>;
-  void embed(L& m, const DraftBatch& batch);
+  void fill_inputs(const DraftBatch& batch);
+  void embed(L& m, int T);
   void layer(L& m, const LayerSpec& l, const LayerWeights& w, int T, const float* next_norm);
 
   Spec spec_;
   int max_batch_;
-  kernels::Matrix target_embd_;  // [V] × [N_b], the target's token_embd (gathered by row)
+  kernels::Matrix target_embd_;  // [V] × [N_b], the target's token_embd in its file's mapping
   kernels::Matrix pre_proj_;     // [N_d] × [2·N_b]
   kernels::Matrix post_proj_;    // [N_b] × [N_d]
   kernels::Matrix output_;       // [V] × [N_d], the drafter's token_embd (tied head)
@@ -101,16 +117,13 @@ class Gemma4Assistant final : public Assistant {
   std::vector<LayerWeights> layers_;
   std::unique_ptr<Binder> target_binder_;
   Lanes<Scratch> lanes_;
+  Inputs inputs_;
+  bool on_host_ = true;            // whether its backend computes in host memory
+  std::vector<uint8_t> all_rows_;  // [max_batch] ones: every row wants output
 };
 
 util::Status Gemma4Assistant::bind(const gguf::File& file, const gguf::File& target_file,
                                    const Spec& target, kernels::Backend& ops) {
-  if (!ops.host_memory()) {
-    return util::errorf(
-        "model: the Gemma 4 assistant drafter runs on a backend computing in host memory (the "
-        "CPU), not {} — run with --backend cpu to draft with it",
-        ops.name());
-  }
   HR_ASSIGN_OR_RETURN(std::vector<int> cache_layers, assistant_cache_layers(spec_, target));
   LoadOptions options{.max_batch = max_batch_, .cache_layers = std::move(cache_layers)};
   HR_TRY(lanes_.init(file, ops, spec_, options));
@@ -141,20 +154,38 @@ util::Status Gemma4Assistant::bind(const gguf::File& file, const gguf::File& tar
     layers_.push_back(w);
   }
   HR_TRY(lanes_.allocate_scratch(spec_, max_batch_));
-  std::memset(lanes_.main().s.all_rows, 1, max_batch_);
+  HR_TRY(inputs_.rows.init(ops, Inputs::values(spec_, max_batch_)));
+  HR_TRY(inputs_.rope_pos.init(ops, max_batch_));
+  all_rows_.assign(max_batch_, 1);
+  on_host_ = ops.host_memory();
   return {};
 }
 
-// x0 = W_pre · [E_target[token]·√N_b ; h] (§3.2: the embedding first, no norm around it).
-void Gemma4Assistant::embed(L& m, const DraftBatch& batch) {
-  kernels::Backend& ops = *m.ops;
-  Scratch& s = m.s;
+// The input rows [E_target[token]·√N_b ; h] (§3.2: the embedding first, no norm around it) and the
+// query positions, on the host: the embedding row decoded from the target's mapping and scaled as
+// the backends' get_rows does, the hidden state copied.
+void Gemma4Assistant::fill_inputs(const DraftBatch& batch) {
   const int T = batch.size();
   const int64_t NB = spec_.n_embd_out;
-  ops.get_rows(target_embd_, m.stage.tokens(), T, spec_.embed_scale, s.embd);
-  ops.copy_rows(s.input, 2 * NB, s.embd, NB, NB, T);
-  ops.copy_rows(s.input + NB, 2 * NB, batch.hidden, NB, NB, T);
-  ops.matmul(pre_proj_, s.input, s.x, T);
+  const tensor::DequantizeRowFn decode = tensor::find_dequantizer(target_embd_.type);
+  for (int t = 0; t < T; ++t) {
+    float* row = inputs_.rows.host() + t * 2 * NB;
+    decode(
+        static_cast<const uint8_t*>(target_embd_.data) + batch.tokens[t] * target_embd_.row_bytes,
+        row, NB);
+    if (spec_.embed_scale != 1.0f) {
+      for (int64_t c = 0; c < NB; ++c) row[c] *= spec_.embed_scale;
+    }
+    std::memcpy(row + NB, batch.hidden + t * NB, NB * sizeof(float));
+    inputs_.rope_pos.host()[t] = batch.pos[t] + 1;
+  }
+}
+
+// x0 = W_pre · input rows.
+void Gemma4Assistant::embed(L& m, int T) {
+  inputs_.rows.push(static_cast<size_t>(T) * 2 * spec_.n_embd_out);
+  inputs_.rope_pos.push(T);
+  m.ops->matmul(pre_proj_, inputs_.rows.ops(), m.s.x, T);
 }
 
 // §3.3: x arrives normed into xb with this layer's attn_norm; leaves normed with next_norm.
@@ -171,7 +202,7 @@ void Gemma4Assistant::layer(L& m, const LayerSpec& l, const LayerWeights& w, int
                  .eps = spec_.rms_eps,
                  .q = s.q,
                  .q_norm = w.q_norm,
-                 .pos = s.rope_pos,
+                 .pos = inputs_.rope_pos.ops(),
                  .rope = {to_kernel(l.rope.style), l.rope.n_rot, m.stage.inv_freq(l.il)}});
   // The query stands at P but sees only the keys before it (§3.3 step 6: the target's cells at P
   // and after hold rejected drafts): attention masks at P − 1, where a sliding window of W − 1
@@ -220,13 +251,13 @@ util::Status Gemma4Assistant::step(const DraftBatch& batch, kv::Cache& cache, co
     return util::errorf("model: a draft step of {} rows (1 to {} allowed)", T, max_batch_);
   L& m = lanes_.main();
   Scratch& s = m.s;
-  for (int t = 0; t < T; ++t) s.rope_pos[t] = batch.pos[t] + 1;
+  fill_inputs(batch);
   const Batch rows{.tokens = batch.tokens,
                    .pos = batch.pos,
                    .slot = batch.slot,
-                   .output = std::span<const uint8_t>(s.all_rows, T)};
+                   .output = std::span<const uint8_t>(all_rows_.data(), T)};
   lanes_.begin(rows, cache, out);
-  embed(m, batch);
+  embed(m, T);
   const int n_layer = static_cast<int>(spec_.layers.size());
   m.ops->rmsnorm(s.x, layers_[0].attn_norm, s.xb, spec_.n_embd, T, spec_.rms_eps);
   for (const auto& l : spec_.layers) {
@@ -236,9 +267,15 @@ util::Status Gemma4Assistant::step(const DraftBatch& batch, kv::Cache& cache, co
   // §3.4: y = norm(x) (into xb), the tied head without softcap, then h_next = W_post · y.
   lanes_.output_head(rows, output_norm_, spec_.rms_eps, output_, 0.0f, spec_.n_embd, out);
   m.ops->matmul(post_proj_, s.xb, s.hidden_next, T);
-  std::memcpy(hidden_next, s.hidden_next,
-              static_cast<size_t>(T) * spec_.n_embd_out * sizeof(float));
-  return lanes_.status();
+  const size_t bytes = static_cast<size_t>(T) * spec_.n_embd_out * sizeof(float);
+  util::Status copied;
+  if (m.ops->host_memory()) {
+    std::memcpy(hidden_next, s.hidden_next, bytes);
+  } else {
+    copied = m.ops->download(hidden_next, s.hidden_next, bytes);
+  }
+  util::Status status = lanes_.status();
+  return !status ? status : copied;
 }
 
 }  // namespace
@@ -293,10 +330,14 @@ util::Result<std::unique_ptr<Assistant>> load_assistant(const gguf::File& file, 
   return std::unique_ptr<Assistant>(std::move(model));
 }
 
-size_t assistant_workspace_bytes(const Spec& spec, int max_batch) {
+size_t assistant_workspace_bytes(const Spec& spec, int max_batch, bool device) {
   ScratchCarver counter(nullptr);
-  Scratch::lay_out(counter, spec, max_batch, false);
-  return counter.bytes();
+  Scratch::lay_out(counter, spec, max_batch, device);
+  return counter.bytes() + Inputs::bytes(spec, max_batch);
+}
+
+size_t assistant_staging_bytes(const Spec& spec, int max_batch, bool device) {
+  return device ? staging_bytes(spec, max_batch, true) + Inputs::bytes(spec, max_batch) : 0;
 }
 
 }  // namespace model

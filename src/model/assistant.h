@@ -48,18 +48,22 @@ class Assistant {
   virtual util::Status step(const DraftBatch& batch, kv::Cache& cache, const Outputs& out,
                             float* hidden_next) = 0;
   virtual int max_batch() const = 0;
-  // Bytes of activation scratch it allocated.
+  // Bytes of activations it allocated: the ops' and, on a device, its page-locked staging.
   virtual size_t workspace_bytes() const = 0;
+  // Bytes of weights copied into a device's memory (0 on a host: they stay in the file mapping).
+  virtual size_t placed_weight_bytes() const = 0;
 };
 
-// Binds the drafter's weights, and the target's token embedding from the target's file, on a
-// backend that computes in host memory (a GPU's is refused for now: its cache is the target's).
+// Binds the drafter's weights on `backend`, which holds the target's cache (the target's token
+// embedding stays in the target's file mapping: the host gathers a row per drafted token).
 util::Result<std::unique_ptr<Assistant>> load_assistant(const gguf::File& file, const Spec& spec,
                                                         const gguf::File& target_file,
                                                         const Spec& target_spec,
                                                         kernels::Backend& backend, int max_batch);
 
-// Activation bytes a drafter needs for max_batch rows (the planner's figure).
-size_t assistant_workspace_bytes(const Spec& spec, int max_batch);
+// The planner's figures for max_batch rows: the activations in the memory of the ops (a device's,
+// or the host's), and the page-locked host memory a device stages its steps through (0 on a host).
+size_t assistant_workspace_bytes(const Spec& spec, int max_batch, bool device);
+size_t assistant_staging_bytes(const Spec& spec, int max_batch, bool device);
 
 }  // namespace model

@@ -52,7 +52,7 @@ size_t workspace_bytes(const Spec& spec, int max_batch, bool device) {
     case Arch::kGemma4:
       return gemma4_workspace_bytes(spec, max_batch, device);
     case Arch::kGemma4Assistant:
-      return assistant_workspace_bytes(spec, max_batch);
+      return assistant_workspace_bytes(spec, max_batch, device);
   }
   return 0;
 }

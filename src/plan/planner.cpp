@@ -254,38 +254,14 @@ util::Status check_same_vocabulary(const gguf::File& draft, const gguf::File& mo
   return {};
 }
 
-// A Gemma 4 assistant drafter (model/assistant.h) reads the model's KV cache and hidden state: the
-// weights of its file, its activations, and the scheduler's rows of hidden states.
-util::Status add_assistant(Plan& p, const PlanInput& in) {
-  if (auto read = model::assistant_cache_layers(*in.drafter, in.spec); !read) {
-    return util::errorf("plan: {}", read.error().message());
-  }
-  const Request& r = p.request;
-  p.items.push_back({.name = std::string(kDrafterActivationsItem),
-                     .kind = ItemKind::kActivations,
-                     .device = 0,
-                     .bytes = model::assistant_workspace_bytes(*in.drafter, drafter_rows(r))});
-  p.items.push_back(
-      {.name = std::string(kDraftHiddenItem),
-       .kind = ItemKind::kHost,
-       .device = 0,
-       .bytes = static_cast<uint64_t>(draft_hidden_rows(r)) * in.spec.n_embd * sizeof(float)});
-  return {};
-}
-
-// A draft model (engine/draft_model.h) is a model of its own, whole where the model computes (a
-// GPU's memory, or the CPU's with its weights left in its file's mapping): its weights, its
-// activations for a micro-batch (it catches up on a prompt in micro-batches) — on a GPU with their
-// page-locked staging — a logits row per drafting sequence, and its KV cache (draft_kv_config).
-util::Status add_draft_model(Plan& p, const PlanInput& in) {
-  HR_TRY(check_same_vocabulary(*in.drafter_file, in.file));
-  const Request& r = p.request;
-  const model::Spec& spec = *in.drafter;
+// A drafter's weights, where the model computes — on the CPU its whole file's mapping; beside a GPU
+// what its forward pass binds, in the GPU's memory, but for what it reads into host values at load
+// (those stay in the mapping) — its activations there (`workspace`) and, beside a GPU, their
+// page-locked staging on the host (`staging`).
+void add_drafter_memory(Plan& p, const PlanInput& in, uint64_t workspace, uint64_t staging) {
   const int device = p.placement.main_device;
-  // Mapped on the CPU: the whole file. Beside a GPU: what its forward pass binds, in the GPU's
-  // memory, but for what it reads into host values at load (those stay in the mapping).
   uint64_t placed = 0, mapped = 0;
-  for (const WeightItem& w : inventory(*in.drafter_file, spec).weights) {
+  for (const WeightItem& w : inventory(*in.drafter_file, *in.drafter).weights) {
     if (device == 0) {
       mapped += w.bytes;
     } else if (w.used) {
@@ -307,13 +283,51 @@ util::Status add_draft_model(Plan& p, const PlanInput& in) {
   p.items.push_back({.name = std::string(kDrafterActivationsItem),
                      .kind = ItemKind::kActivations,
                      .device = device,
-                     .bytes = model::workspace_bytes(spec, r.n_ubatch, device != 0)});
+                     .bytes = workspace});
   if (device != 0) {
     p.items.push_back({.name = std::string(kDrafterStagingItem),
                        .kind = ItemKind::kActivations,
                        .device = 0,
-                       .bytes = model::staging_bytes(spec, r.n_ubatch, true)});
+                       .bytes = staging});
   }
+}
+
+// A Gemma 4 assistant drafter (model/assistant.h) reads the model's KV cache and hidden state, so
+// it computes where the model's layers do (add_drafter_memory), which must be one device; the
+// scheduler keeps its rows of hidden states on the host.
+util::Status add_assistant(Plan& p, const PlanInput& in) {
+  if (auto read = model::assistant_cache_layers(*in.drafter, in.spec); !read) {
+    return util::errorf("plan: {}", read.error().message());
+  }
+  if (p.placement.split()) {
+    return util::errorf(
+        "plan: a Gemma 4 assistant drafter computes where the model's layers do, and this plan "
+        "splits them between the CPU and the GPU — fit the model on one of them, or draft with a "
+        "small model of the same vocabulary (--draft-model) or by prompt lookup (--draft alone)");
+  }
+  const Request& r = p.request;
+  const int rows = drafter_rows(r);
+  const bool gpu = p.placement.main_device != 0;
+  add_drafter_memory(p, in, model::assistant_workspace_bytes(*in.drafter, rows, gpu),
+                     model::assistant_staging_bytes(*in.drafter, rows, gpu));
+  p.items.push_back(
+      {.name = std::string(kDraftHiddenItem),
+       .kind = ItemKind::kHost,
+       .device = 0,
+       .bytes = static_cast<uint64_t>(draft_hidden_rows(r)) * in.spec.n_embd * sizeof(float)});
+  return {};
+}
+
+// A draft model (engine/draft_model.h) is a model of its own, whole where the model computes: its
+// weights, its activations for a micro-batch (it catches up on a prompt in micro-batches), a logits
+// row per drafting sequence, and its KV cache (draft_kv_config).
+util::Status add_draft_model(Plan& p, const PlanInput& in) {
+  HR_TRY(check_same_vocabulary(*in.drafter_file, in.file));
+  const Request& r = p.request;
+  const model::Spec& spec = *in.drafter;
+  const int device = p.placement.main_device;
+  add_drafter_memory(p, in, model::workspace_bytes(spec, r.n_ubatch, device != 0),
+                     model::staging_bytes(spec, r.n_ubatch, device != 0));
   p.items.push_back(
       {.name = std::string(kDrafterLogitsItem),
        .kind = ItemKind::kLogits,
@@ -334,24 +348,11 @@ util::Status add_draft_model(Plan& p, const PlanInput& in) {
   return {};
 }
 
-// A Gemma 4 assistant drafter reads the model's cache and hidden state from host memory, so it
-// runs beside a model computing on the CPU; its weights stay in its file's mapping (none of it is
-// read per token of the model: a draft step reads it all once for every drafting sequence).
+// None of a drafter's weights is read per token of the model: a draft step reads them all once
+// for every drafting sequence.
 util::Status add_drafter(Plan& p, const PlanInput& in) {
   if (in.drafter == nullptr) return {};
   if (in.drafter->arch != model::Arch::kGemma4Assistant) return add_draft_model(p, in);
-  if (p.uses_gpu()) {
-    return util::errorf(
-        "plan: a Gemma 4 assistant drafter runs on the CPU, beside a model computing there — add "
-        "--backend cpu, or draft on the GPU with a small model of the same vocabulary "
-        "(--draft-model) or by prompt lookup (--draft alone)");
-  }
-  uint64_t weights = 0;
-  for (const auto& t : in.drafter_file->tensors()) weights += t.n_bytes;
-  p.items.push_back({.name = std::string(kDrafterWeightsItem),
-                     .kind = ItemKind::kWeights,
-                     .device = 0,
-                     .bytes = weights});
   return add_assistant(p, in);
 }
 

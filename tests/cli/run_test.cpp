@@ -51,8 +51,9 @@ TEST(Run, SameSeedSameTextOtherSeedOtherText) {
 }
 
 // --draft-model with a Gemma 4 assistant drafter: the plan lists what the drafter costs, the text
-// is the one without it, and the evidence line counts the drafts; a drafter file alone, or a
-// drafter beside a GPU plan, is refused with what to do instead.
+// is the one without it, and the evidence line counts the drafts; beside a GPU plan it is planned
+// in the GPU's memory with its staging on the host; a drafter file alone, or a drafter beside a
+// plan split between the CPU and a GPU, is refused with what to do instead.
 TEST(Run, ADraftModelLeavesTheTextAsItIsAndIsPlanned) {
   const auto dir = testing_util::temp_dir();
   const std::string target = (dir / "tiny-e.gguf").string(), drafter = (dir / "mtp.gguf").string();
@@ -81,11 +82,16 @@ TEST(Run, ADraftModelLeavesTheTextAsItIsAndIsPlanned) {
   EXPECT_NE(err.find("--draft 0 turns drafting off"), std::string::npos) << err;
   EXPECT_NE(testing_util::run_command(headroom() + " run -m " + drafter + " -p hi", &out, &err), 0);
   EXPECT_NE(err.find("--draft-model"), std::string::npos) << err;
-  EXPECT_NE(testing_util::run_command(headroom() + " plan -m " + target + " --draft-model " +
-                                          drafter + " --assume-gpu 1G@100",
-                                      &out, &err),
-            0);
-  EXPECT_NE(err.find("--backend cpu"), std::string::npos) << err;
+  const std::string gpu_plan =
+      headroom() + " plan -m " + target + " --draft-model " + drafter + " --assume-gpu 1G@100";
+  ASSERT_EQ(testing_util::run_command(gpu_plan, &out, &err), 0) << err;
+  for (const char* line :
+       {"drafter activations                gpu", "drafter staging (page-locked)      cpu"}) {
+    EXPECT_NE(out.find(line), std::string::npos) << line << " in the plan\n" << out;
+  }
+  EXPECT_NE(testing_util::run_command(gpu_plan + " --ple-on-host", &out, &err), 0);
+  EXPECT_NE(err.find("splits them between the CPU and the GPU"), std::string::npos) << err;
+  EXPECT_NE(err.find("--draft-model"), std::string::npos) << err;
 }
 
 // --draft-model with a small model of the same vocabulary (here the model itself, which drafts

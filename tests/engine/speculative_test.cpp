@@ -111,10 +111,10 @@ TEST(DraftLength, StopsWhenDraftsMissAndProbesWithOneToken) {
 const engine::SchedulerOptions kAlwaysDraft{.draft_row_share = 0.0};
 
 // `on_gpu`: on testing_util::EmulatedGpu standing in for a GPU, with recorded passes (a
-// verification step is one: every row wants logits).
+// verification step is one: every row wants logits). `drafter`: a --draft-model file, or empty.
 std::unique_ptr<engine::Engine> load(const std::string& path, plan::Request request,
-                                     bool on_gpu = false) {
-  engine::EngineOptions o{.model_path = path, .request = request};
+                                     bool on_gpu = false, const std::string& drafter = "") {
+  engine::EngineOptions o{.model_path = path, .draft_model_path = drafter, .request = request};
   if (on_gpu) {
     o.devices.assume_gpu = "1G@100";
     o.gpu_backend = [max =
@@ -254,6 +254,7 @@ TEST(Speculative, SeededSamplingPicksTheSameTokensWithAndWithoutDrafts) {
 struct Case {
   std::string shape;
   tensor::DType kv;
+  bool gpu = false;  // on testing_util::EmulatedGpu (SpeculativeAssistant)
 };
 
 // A random-weight Gemma 4 model of a tiny shape (model::synth_writer) at `path`.
@@ -403,7 +404,8 @@ void expect_drafting_leaves_outputs(engine::Engine& e, const std::vector<int32_t
 // Random drafters draft tokens the target rarely picks: what this checks is that drafting with
 // one, among sequences drafting otherwise and not at all, in micro-batches that cut drafts short,
 // over sliding rings and shared caches holding rejected drafts, leaves the output unchanged,
-// greedy and seeded at T = 0.8 (expect_drafting_leaves_outputs).
+// greedy and seeded at T = 0.8 (expect_drafting_leaves_outputs) — on the CPU, and with the whole
+// model and its drafter on testing_util::EmulatedGpu, where every byte they allocate is priced.
 class SpeculativeAssistant : public ::testing::TestWithParam<Case> {};
 
 TEST_P(SpeculativeAssistant, OutputIsTheSameWithAndWithoutTheDrafter) {
@@ -421,13 +423,29 @@ TEST_P(SpeculativeAssistant, OutputIsTheSameWithAndWithoutTheDrafter) {
                           .n_slots = 4,
                           .n_ubatch = ubatch,
                           .n_draft = 4};
-    auto e = engine::Engine::load({.model_path = path, .draft_model_path = drafter, .request = r});
-    ASSERT_TRUE(e.ok()) << e.error().message();
-    ASSERT_NE((*e)->assistant(), nullptr);
+    auto e = load(path, r, c.gpu, drafter);
+    ASSERT_NE(e, nullptr);
+    ASSERT_NE(e->assistant(), nullptr);
+    ASSERT_EQ(e->plan().uses_gpu(), c.gpu);
     expect_drafting_leaves_outputs(
-        **e, prompt, std::vector<int32_t>(prompt.begin() + 3, prompt.begin() + 12), kGen,
-        fmt::format("assistant drafts, {} {} ubatch {}", c.shape, gguf::tensor_type_name(c.kv),
-                    ubatch));
+        *e, prompt, std::vector<int32_t>(prompt.begin() + 3, prompt.begin() + 12), kGen,
+        fmt::format("assistant drafts, {} {} ubatch {}{}", c.shape, gguf::tensor_type_name(c.kv),
+                    ubatch, c.gpu ? " on a GPU" : ""));
+    const engine::Verification v = e->verify();
+    for (const engine::MemoryCheck& m : v.classes) {
+      if (m.name == "kv cache" || m.name == "activations" || c.gpu) {
+        EXPECT_EQ(m.allocated, m.planned) << m.name;
+      }
+    }
+    // On a GPU its weights and activations are there, their staging on the host.
+    for (const plan::Item& item : e->plan().items) {
+      if (item.name == plan::kDrafterActivationsItem) {
+        EXPECT_EQ(item.device, c.gpu ? 1 : 0);
+      }
+      if (item.name == plan::kDrafterStagingItem) {
+        EXPECT_TRUE(c.gpu && item.device == 0);
+      }
+    }
   }
 }
 
@@ -436,7 +454,8 @@ TEST_P(SpeculativeAssistant, OutputIsTheSameWithAndWithoutTheDrafter) {
 // followed it in that output), the other only the hidden state (a hidden state at P − 1 picks the
 // token at P + 1). Their drafts are kept only if the scheduler feeds each the right token, the
 // hidden state of the row that sampled the last token and the right position — a wiring mistake
-// would leave the output right and the drafts all wrong.
+// would leave the output right and the drafts all wrong. On the CPU and on the emulated GPU (where
+// the hidden state comes back from the device and the drafter's input rows go up).
 TEST(SpeculativeAssistant, DraftersThatAgreeByConstructionAreKept) {
   const fs::path dir = testing_util::temp_dir();
   const std::string path = (dir / "tiny-e.gguf").string();
@@ -467,26 +486,50 @@ TEST(SpeculativeAssistant, DraftersThatAgreeByConstructionAreKept) {
     out << "\n";
   }
   for (const std::string input : {"token", "hidden"}) {
-    SCOPED_TRACE(input + " oracle");
     const std::string drafter =
         write_assistant(path, "--oracle " + seq_file.string() + " --oracle-input " + input);
-    auto e = engine::Engine::load({.model_path = path, .draft_model_path = drafter, .request = r});
-    ASSERT_TRUE(e.ok()) << e.error().message();
-    engine::Scheduler s(**e, kAlwaysDraft);
-    Outcome drafted;
-    ASSERT_EQ(s.submit(request(prompt, kGen, drafted)).refusal, engine::Refusal::kNone);
-    ASSERT_TRUE(engine::run_until_idle(s).ok());
-    EXPECT_EQ(drafted.tokens, greedy.tokens);
-    std::printf("[ assistant oracle ] %s: %d of %d drafted tokens kept\n", input.c_str(),
-                drafted.stats.n_accepted, drafted.stats.n_drafted);
-    // The token path follows the output as long as each token's first successor is the next one
-    // (measured: 24 of 39 kept); the hidden path is right for the first draft of a step only (its
-    // next hidden state is not the model's), so about one in three of its drafts of up to three
-    // (measured: 20 of 55; with the hidden state of a step's first row instead of the sampling
-    // row's, 13 of 74).
-    const double kept = static_cast<double>(drafted.stats.n_accepted) / drafted.stats.n_drafted;
-    EXPECT_GE(kept, input == "token" ? 0.5 : 0.3);
+    for (bool gpu : {false, true}) {
+      SCOPED_TRACE(input + " oracle" + (gpu ? " on a GPU" : ""));
+      auto e = load(path, r, gpu, drafter);
+      ASSERT_NE(e, nullptr);
+      ASSERT_EQ(e->plan().uses_gpu(), gpu);
+      engine::Scheduler s(*e, kAlwaysDraft);
+      Outcome drafted;
+      ASSERT_EQ(s.submit(request(prompt, kGen, drafted)).refusal, engine::Refusal::kNone);
+      ASSERT_TRUE(engine::run_until_idle(s).ok());
+      EXPECT_EQ(drafted.tokens, greedy.tokens);
+      std::printf("[ assistant oracle ] %s%s: %d of %d drafted tokens kept\n", input.c_str(),
+                  gpu ? " on a GPU" : "", drafted.stats.n_accepted, drafted.stats.n_drafted);
+      // The token path follows the output as long as each token's first successor is the next one
+      // (measured: 24 of 39 kept); the hidden path is right for the first draft of a step only (its
+      // next hidden state is not the model's), so about one in three of its drafts of up to three
+      // (measured: 20 of 55; with the hidden state of a step's first row instead of the sampling
+      // row's, 13 of 74).
+      const double kept = static_cast<double>(drafted.stats.n_accepted) / drafted.stats.n_drafted;
+      EXPECT_GE(kept, input == "token" ? 0.5 : 0.3);
+    }
   }
+}
+
+// An assistant reads the cache of the model's last layers where the model computes: beside a plan
+// that keeps part of the model on the CPU and the rest on a GPU, it is refused, with what to do.
+TEST(SpeculativeAssistant, BesideASplitPlanItIsRefused) {
+  const fs::path dir = testing_util::temp_dir();
+  const std::string path = (dir / "tiny-e.gguf").string();
+  ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", path));
+  const std::string drafter = write_assistant(path);
+  engine::EngineOptions o{.model_path = path,
+                          .draft_model_path = drafter,
+                          .request = {.n_ctx = 64, .n_ubatch = 8, .ple_on_host = true}};
+  o.devices.assume_gpu = "1G@100";
+  o.gpu_backend = [](int) -> util::Result<std::unique_ptr<kernels::Backend>> {
+    return std::unique_ptr<kernels::Backend>(
+        std::make_unique<testing_util::EmulatedGpu>(2, 8, 4096));
+  };
+  auto e = engine::Engine::load(o);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().message().find("splits them between the CPU and the GPU"), std::string::npos)
+      << e.error().message();
 }
 
 // A draft model (engine/draft_model.h): a tiny Gemma 4 of another shape, random, so its drafts
@@ -709,10 +752,13 @@ INSTANTIATE_TEST_SUITE_P(
 INSTANTIATE_TEST_SUITE_P(Shapes, SpeculativeAssistant,
                          ::testing::Values(Case{"tiny-e", tensor::DType::kF16},
                                            Case{"tiny-moe", tensor::DType::kQ8_0},
-                                           Case{"tiny-dense-keqv", tensor::DType::kF32}),
+                                           Case{"tiny-dense-keqv", tensor::DType::kF32},
+                                           Case{"tiny-e", tensor::DType::kF16, true},
+                                           Case{"tiny-moe", tensor::DType::kQ8_0, true}),
                          [](const ::testing::TestParamInfo<Case>& p) {
                            return testing_util::test_name(p.param.shape) + "_" +
-                                  std::string(gguf::tensor_type_name(p.param.kv));
+                                  std::string(gguf::tensor_type_name(p.param.kv)) +
+                                  (p.param.gpu ? "_gpu" : "");
                          });
 
 INSTANTIATE_TEST_SUITE_P(Shapes, SpeculativeGemma4,

@@ -4,7 +4,9 @@
 // for the tiny Gemma 4 shapes: the target prefills a prompt past its sliding window in
 // micro-batches of 5, hands back its hidden state at the last position, and the drafter runs three
 // chained steps at the next position over the target's cache (f32, f16 and q8_0 KV; KV-sharing,
-// k_eq_v and MoE targets).
+// k_eq_v and MoE targets) — on the CPU, and with target and drafter on testing_util::EmulatedGpu
+// (a backend with memory of its own that checks the device contract on every call: the hidden
+// state comes back from the device, the input rows go up, the drafter reads the cache there).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,6 +19,7 @@
 #include "model/assistant.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "testing/emulated_gpu.h"
 #include "testing/model_passes.h"
 #include "testing/testing.h"
 #include "util/thread_pool.h"
@@ -84,6 +87,7 @@ struct Case {
   DType kv;
   std::string kv_name;  // the reference's --kv-type
   double tolerance;     // max |Δlogit| / max |logit|, per step
+  bool gpu = false;     // target and drafter on testing_util::EmulatedGpu
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -108,12 +112,17 @@ TEST_P(AssistantOracle, DraftStepsMatchTheReference) {
   const int V = target->n_vocab, NB = target->n_embd;
 
   util::ThreadPool pool(2);
-  kernels::cpu::CpuBackend cpu(
-      pool, 8, std::max(model::max_matmul_cols(*target), model::max_matmul_cols(*drafter)));
+  const int64_t cols = std::max(model::max_matmul_cols(*target), model::max_matmul_cols(*drafter));
+  std::unique_ptr<kernels::Backend> ops;
+  if (c.gpu) {
+    ops = std::make_unique<testing_util::EmulatedGpu>(pool, 8, cols);
+  } else {
+    ops = std::make_unique<kernels::cpu::CpuBackend>(pool, 8, cols);
+  }
   testing_util::LoadedModel loaded =
-      testing_util::load_with_cache(*target_file, *target, cpu, 64, 5, c.kv);
+      testing_util::load_with_cache(*target_file, *target, *ops, 64, 5, c.kv, c.gpu);
   ASSERT_TRUE(loaded.model && loaded.cache);
-  auto assistant = model::load_assistant(*drafter_file, *drafter, *target_file, *target, cpu, 4);
+  auto assistant = model::load_assistant(*drafter_file, *drafter, *target_file, *target, *ops, 4);
   ASSERT_TRUE(assistant.ok()) << assistant.error().message();
 
   // The prompt in micro-batches of 5 (straddling the window), the hidden state of its last row.
@@ -166,7 +175,12 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"tiny_e", "tiny-e", "f32", DType::kF32, "f32", 1e-4},
                       Case{"tiny_dense_keqv", "tiny-dense-keqv", "f32", DType::kF32, "f32", 1e-4},
                       Case{"tiny_moe_kv_f16", "tiny-moe", "f32", DType::kF16, "f16", 3e-3},
-                      Case{"tiny_e_q8_0", "tiny-e", "q8_0", DType::kQ8_0, "q8_0", 5e-2}),
+                      Case{"tiny_e_q8_0", "tiny-e", "q8_0", DType::kQ8_0, "q8_0", 5e-2},
+                      Case{"tiny_e_gpu", "tiny-e", "f32", DType::kF32, "f32", 1e-4, true},
+                      Case{"tiny_moe_kv_f16_gpu", "tiny-moe", "f32", DType::kF16, "f16", 3e-3,
+                           true},
+                      Case{"tiny_dense_keqv_q8_0_gpu", "tiny-dense-keqv", "q8_0", DType::kQ8_0,
+                           "q8_0", 5e-2, true}),
     [](const auto& p) { return p.param.name; });
 
 // A drafter made for another target is refused with what does not fit.

@@ -26,9 +26,9 @@ struct LoadedModel {
 // own). Empty parts, with the failure reported, if loading failed.
 inline LoadedModel load_with_cache(const gguf::File& file, const model::Spec& spec,
                                    kernels::Backend& ops, int n_ctx, int ubatch,
-                                   tensor::DType kv_type) {
+                                   tensor::DType kv_type, bool hidden = false) {
   LoadedModel r;
-  auto m = model::load_model(file, spec, ops, {.max_batch = ubatch});
+  auto m = model::load_model(file, spec, ops, {.max_batch = ubatch, .hidden = hidden});
   EXPECT_TRUE(m.ok()) << m.error().message();
   if (!m.ok()) return r;
   r.model = std::move(*m);

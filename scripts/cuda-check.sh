@@ -27,7 +27,10 @@
 #   CUDA_CHECK_E2E_RECORDED  the benches' HEADROOM_RECORD_PASSES values (default "0 1": op by op,
 #                        then with each decode step replayed as a CUDA graph)
 #   CUDA_CHECK_DRAFT     speculative decoding per model (default 1; 0 skips): tg128 with up to 4
-#                        drafts a step by prompt lookup and by an always-right drafter
+#                        drafts a step by prompt lookup and by an always-right drafter; and on the
+#                        first model a Gemma 4 assistant drafter on the GPU (random, E2B
+#                        assistant-shaped, written by tests/reference/write_assistant.py where the
+#                        machine's python3 has numpy): tg128 drafting 3 with it, its steps' cost
 #   CUDA_CHECK_PEER      a llama-bench built with CUDA for this GPU (default: none): the same files,
 #                        whole model on the GPU, flash attention, pp512/tg128 at depth 0 and 4096
 #   CUDA_CHECK_SPLITS    the split runs (default 1; 0 skips)
@@ -207,6 +210,19 @@ if [[ -n $synth_pid ]]; then
       -c 8192 -p 0 -n 8 -r 1
     step "profile_${first}_attention_4096" 120 "${ncu_time[@]}" --kernel-name regex:attention_ \
       "$headroom" bench -m "$models_dir/$first.gguf" -c 8192 -p 0 -n 8 -r 1 --ctx-depth 4096
+  fi
+  if [[ ${CUDA_CHECK_DRAFT:-1} != 0 ]]; then
+    # Random weights: its drafts are rejected, so this measures what drafting with it costs (its
+    # steps on the GPU, the verification rows) until the measured acceptance stops it.
+    drafter=$models_dir/$first.assistant.gguf
+    if python3 -c 'import numpy' 2>/dev/null; then
+      step "assistant_drafter_${first}" 120 python3 tests/reference/write_assistant.py \
+        "$models_dir/$first.gguf" -o "$drafter" --n-embd 256 --n-layer 4 --n-ff 2048 --type q8_0
+      step "e2e_${first}_assistant" 150 "$headroom" bench -m "$models_dir/$first.gguf" -c 8192 \
+        -p 0 -n 128 -r 3 --draft 3 --draft-model "$drafter"
+    else
+      not_run "e2e_${first}_assistant" "python3 with numpy not found (tests/reference/write_assistant.py)"
+    fi
   fi
   if [[ ${CUDA_CHECK_SPLITS:-1} != 0 ]]; then
     # Split runs: the first N layers on the CPU, the rest on the GPU, against the plan's prediction

@@ -95,7 +95,7 @@ class Gemma4Assistant final : public Assistant {
   int max_batch() const override { return max_batch_; }
   size_t workspace_bytes() const override {
     return lanes_.workspace_bytes() + lanes_.staging_bytes() +
-           Inputs::bytes(spec_, max_batch_) * (on_host_ ? 1 : 2);
+           Inputs::bytes(spec_, max_batch_) * (lanes_.main().ops->host_memory() ? 1 : 2);
   }
   size_t placed_weight_bytes() const override { return lanes_.placed_bytes(); }
   util::Status step(const DraftBatch& batch, kv::Cache& cache, const Outputs& out,
@@ -118,7 +118,6 @@ class Gemma4Assistant final : public Assistant {
   std::unique_ptr<Binder> target_binder_;
   Lanes<Scratch> lanes_;
   Inputs inputs_;
-  bool on_host_ = true;            // whether its backend computes in host memory
   std::vector<uint8_t> all_rows_;  // [max_batch] ones: every row wants output
 };
 
@@ -157,7 +156,6 @@ util::Status Gemma4Assistant::bind(const gguf::File& file, const gguf::File& tar
   HR_TRY(inputs_.rows.init(ops, Inputs::values(spec_, max_batch_)));
   HR_TRY(inputs_.rope_pos.init(ops, max_batch_));
   all_rows_.assign(max_batch_, 1);
-  on_host_ = ops.host_memory();
   return {};
 }
 

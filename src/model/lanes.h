@@ -64,8 +64,8 @@ class Lanes {
     for (int i = 0; i < n_lanes_; ++i) {
       L& lane = lanes_[i];
       // A recording spans a whole pass on one backend: a split pass crosses to the host between,
-      // and a traced one reads intermediates back.
-      // The head, and so the hidden states, are the main lane's.
+      // and a traced one reads intermediates back. The head, and so the hidden states, are the
+      // main lane's.
       HR_TRY(lane.stage.init(*lane.ops, spec, options.max_batch, !split && !trace_,
                              options.cache_layers, i == 0 && options.hidden));
       HR_ASSIGN_OR_RETURN(TensorPlacer * placer,
@@ -95,6 +95,7 @@ class Lanes {
   }
 
   L& main() { return lanes_[0]; }
+  const L& main() const { return lanes_[0]; }
 
   // A decode batch on a device lane: small enough for 8-bit activations and split attention.
   bool decoding(const L& lane, int n_tokens) const {

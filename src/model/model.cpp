@@ -10,7 +10,8 @@
 namespace model {
 
 kernels::RopeStyle to_kernel(RopeStyle style) {
-  return style == RopeStyle::kAdjacent ? kernels::RopeStyle::kAdjacent : kernels::RopeStyle::kRotateHalf;
+  return style == RopeStyle::kAdjacent ? kernels::RopeStyle::kAdjacent
+                                       : kernels::RopeStyle::kRotateHalf;
 }
 
 int gather_output_rows(const Batch& batch, int32_t* rows) {
@@ -28,17 +29,24 @@ int gather_output_rows(const Batch& batch, int32_t* rows) {
 std::vector<kv::LayerGeometry> kv_layers(const Spec& spec) {
   std::vector<kv::LayerGeometry> out;
   for (const auto& l : spec.layers) {
-    out.push_back({.il = l.il, .source = l.kv_source, .sliding = l.is_sliding(), .window = l.window,
-                   .n_head_kv = l.n_head_kv, .head_dim = l.head_dim});
+    out.push_back({.il = l.il,
+                   .source = l.kv_source,
+                   .sliding = l.is_sliding(),
+                   .window = l.window,
+                   .n_head_kv = l.n_head_kv,
+                   .head_dim = l.head_dim});
   }
   return out;
 }
 
-util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Spec& spec, kernels::Backend& backend,
+util::Result<std::unique_ptr<Model>> load_model(const gguf::File& file, const Spec& spec,
+                                                kernels::Backend& backend,
                                                 const LoadOptions& options) {
   switch (spec.arch) {
-    case Arch::kLlama: return load_llama(file, spec, backend, options);
-    case Arch::kGemma4: return load_gemma4(file, spec, backend, options);
+    case Arch::kLlama:
+      return load_llama(file, spec, backend, options);
+    case Arch::kGemma4:
+      return load_gemma4(file, spec, backend, options);
     case Arch::kGemma4Assistant:
       break;  // drafts beside a target: load_assistant
   }
@@ -60,7 +68,8 @@ size_t workspace_bytes(const Spec& spec, int max_batch, bool device) {
 int64_t max_matmul_cols(const Spec& spec) {
   // A drafter's first product reads [embedding ; hidden state], two target widths.
   int64_t cols = std::max({spec.n_embd, spec.n_embd_per_layer, 2 * spec.n_embd_out});
-  for (const LayerSpec& l : spec.layers) cols = std::max({cols, int64_t{l.q_dim()}, int64_t{l.n_ff}, int64_t{l.n_ff_exp}});
+  for (const LayerSpec& l : spec.layers)
+    cols = std::max({cols, int64_t{l.q_dim()}, int64_t{l.n_ff}, int64_t{l.n_ff_exp}});
   return cols;
 }
 

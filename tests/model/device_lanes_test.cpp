@@ -104,15 +104,21 @@ Model open_model(const std::string& arch, const std::string& shape) {
   return m;
 }
 
-class DeviceLanes : public ::testing::TestWithParam<std::string> {};
+class DeviceLanes : public ::testing::TestWithParam<std::string> {
+ protected:
+  // The parameter's model: the shipped stories260K (llama) or a tiny Gemma 4 shape.
+  static Model open_param_model() {
+    const std::string shape = GetParam();
+    return open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  }
+};
 
 // Whole-device and split passes give the CPU path's logits bit for bit, for a prompt longer than
 // the sliding window, prefilled in micro-batches of 5 and then decoded token by token, with f16
 // and q8_0 KV caches, at every split that keeps KV-sharing layers together, with and without the
 // PLE table and the MoE experts on the host.
 TEST_P(DeviceLanes, WholeAndSplitPassesGiveTheCpuLogits) {
-  const std::string shape = GetParam();
-  Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  Model m = open_param_model();
   ASSERT_TRUE(m.spec);
   const model::Spec& spec = *m.spec;
   const auto ids = testing_util::spread_token_ids(24);
@@ -153,8 +159,7 @@ TEST_P(DeviceLanes, WholeAndSplitPassesGiveTheCpuLogits) {
 // upload, layers, logits and their top-k selection in one recording — select what passes run op by
 // op select; the emulator checks that every replay drops exactly the recorded calls.
 TEST_P(DeviceLanes, RecordedPassesReplayTheSameCalls) {
-  const std::string shape = GetParam();
-  Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  Model m = open_param_model();
   ASSERT_TRUE(m.spec);
   const model::Spec& spec = *m.spec;
   const auto ids = testing_util::spread_token_ids(20);
@@ -183,8 +188,7 @@ TEST_P(DeviceLanes, RecordedPassesReplayTheSameCalls) {
 
 // The top-k selections of device passes are those of the CPU's whole logits, ties to the lower id.
 TEST_P(DeviceLanes, DeviceSelectionsAreTheTopOfTheCpuLogits) {
-  const std::string shape = GetParam();
-  Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  Model m = open_param_model();
   ASSERT_TRUE(m.spec);
   const model::Spec& spec = *m.spec;
   const auto ids = testing_util::spread_token_ids(16);
@@ -216,8 +220,7 @@ TEST_P(DeviceLanes, DeviceSelectionsAreTheTopOfTheCpuLogits) {
 // without them is never used for one that wants them, nor the other way round. Without
 // LoadOptions::hidden a device refuses them in the pass's status.
 TEST_P(DeviceLanes, HiddenStatesComeBackAsOnTheCpu) {
-  const std::string shape = GetParam();
-  Model m = open_model(shape == "stories260K" ? "llama" : "gemma4", shape);
+  Model m = open_param_model();
   ASSERT_TRUE(m.spec);
   const model::Spec& spec = *m.spec;
   const auto ids = testing_util::spread_token_ids(20);

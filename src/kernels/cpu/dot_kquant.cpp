@@ -216,7 +216,7 @@ DotKernel scalar_kernel(DType weight) {
 // --- x86 SIMD kernels ----------------------------------------------------------------------------
 
 #if defined(__x86_64__)
-using simd::prefetch_ahead;
+using simd::RowPrefetch;
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma,f16c")

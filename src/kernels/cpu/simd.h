@@ -46,6 +46,30 @@ inline void prefetch_ahead(const void* p, size_t bytes) {
   for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(c + i, _MM_HINT_T0);
 }
 
+// The K-quant decode dots' prefetches for one weight row. Where the activation row they read
+// against every weight row is longer than kPartnerInL1Bytes, the weight lines go to L2 only, twice
+// as far ahead: fetched into L1 they evicted the activations, which each row then read from L2
+// again. A 31B down projection (21504 columns: 24 KiB of Q8_K), Zen 4, 2 threads
+// (matmul_bench BM_31bLayer/T/1): Q4_K 1.38-1.48x, Q6_K 1.51-1.71x (~25 -> ~40 GB/s, bench/
+// RESULTS.md); activation rows up to 9 KiB (E2B, E4B, 31B's other matrices) lost nothing with
+// L1 prefetches, so they keep them. Not for the simple formats: Q8_0 read 0.73x that way.
+inline constexpr size_t kPartnerInL1Bytes = 16384;
+inline constexpr int kPrefetchL2Bytes = 6144;
+
+class RowPrefetch {
+ public:
+  explicit RowPrefetch(size_t partner_row_bytes) : to_l2_(partner_row_bytes > kPartnerInL1Bytes) {}
+  // The lines of the `bytes` at p, some way ahead of p.
+  void ahead(const void* p, size_t bytes) const {
+    if (!to_l2_) return prefetch_ahead(p, bytes);
+    const char* c = static_cast<const char*>(p) + kPrefetchL2Bytes;
+    for (size_t i = 0; i < bytes; i += 64) _mm_prefetch(c + i, _MM_HINT_T1);
+  }
+
+ private:
+  bool to_l2_;
+};
+
 // Lanes [0, count) set, count in [0, 8]: row tails go through the same vector arithmetic as the
 // body (masked loads and stores), so where a row is cut into chunks never changes its values.
 HR_AVX2 inline __m256i tail_mask(int64_t count) {

@@ -51,8 +51,8 @@ inline void prefetch_ahead(const void* p, size_t bytes) {
 // as far ahead: fetched into L1 they evicted the activations, which each row then read from L2
 // again. A 31B down projection (21504 columns: 24 KiB of Q8_K), Zen 4, 2 threads
 // (matmul_bench BM_31bLayer/T/1): Q4_K 1.38-1.48x, Q6_K 1.51-1.71x (~25 -> ~40 GB/s, bench/
-// RESULTS.md); activation rows up to 14 KiB (E2B's and E4B's widest, 31B's other matrices) read
-// the same or faster with L1 prefetches, so they keep them. Not for the simple formats: Q8_0
+// RESULTS.md); rows of 9 and 14 KiB (31B's output projection, E2B's widest) read the same or
+// faster with L1 prefetches, so rows up to 16 KiB keep them. Not for the simple formats: Q8_0
 // read 0.73x that way.
 inline constexpr size_t kPartnerInL1Bytes = 16384;
 inline constexpr int kPrefetchL2Bytes = 6144;

@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "kernels/buffer.h"
+#include "kernels/ref/ref.h"
 #include "model/lanes.h"
-#include "tensor/dequantize.h"
 
 namespace model {
 namespace {
@@ -160,20 +160,14 @@ util::Status Gemma4Assistant::bind(const gguf::File& file, const gguf::File& tar
 }
 
 // The input rows [E_target[token]·√N_b ; h] (§3.2: the embedding first, no norm around it) and the
-// query positions, on the host: the embedding row decoded from the target's mapping and scaled as
-// the backends' get_rows does, the hidden state copied.
+// query positions, on the host: the embedding row gathered from the target's mapping by the
+// reference get_rows (the CPU backend's arithmetic), the hidden state copied.
 void Gemma4Assistant::fill_inputs(const DraftBatch& batch) {
   const int T = batch.size();
   const int64_t NB = spec_.n_embd_out;
-  const tensor::DequantizeRowFn decode = tensor::find_dequantizer(target_embd_.type);
   for (int t = 0; t < T; ++t) {
     float* row = inputs_.rows.host() + t * 2 * NB;
-    decode(
-        static_cast<const uint8_t*>(target_embd_.data) + batch.tokens[t] * target_embd_.row_bytes,
-        row, NB);
-    if (spec_.embed_scale != 1.0f) {
-      for (int64_t c = 0; c < NB; ++c) row[c] *= spec_.embed_scale;
-    }
+    kernels::ref::get_rows(target_embd_, &batch.tokens[t], 1, spec_.embed_scale, row);
     std::memcpy(row + NB, batch.hidden + t * NB, NB * sizeof(float));
     inputs_.rope_pos.host()[t] = batch.pos[t] + 1;
   }

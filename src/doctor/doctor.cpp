@@ -169,6 +169,10 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
     return probe.bytes_per_second;
   };
   double bandwidth = probe_bandwidth();
+  // The last-level cache as sysfs or CPUID describe it; where both are silent (some VMs), the
+  // largest working set these threads read well above RAM's rate, measured now.
+  uint64_t llc = on_cpu ? plan::last_level_cache_bytes() : 0;
+  if (on_cpu && llc == 0) llc = plan::measure_cache_bytes(threads, bandwidth);
   std::vector<std::span<const uint8_t>> weights;
   for (const auto& w : plan::inventory(*o.file, o.spec).weights) {
     if (w.used) weights.push_back(o.file->find_tensor(w.name)->data);
@@ -227,7 +231,6 @@ util::Result<Measurement> measure(const Options& o, const plan::Plan& run_plan, 
            kv::read_bytes_per_token(layers, run_plan.kv_config, depth + w.n_gen / 2) -
            kv::read_bytes_per_token(layers, run_plan.kv_config, 0);
   };
-  const uint64_t llc = on_cpu ? plan::last_level_cache_bytes() : 0;
   // The calibration priced the run; the machine may have got busier since. Each later part runs
   // only if it still fits the limit at the speed the first part just had.
   const double slowdown = std::max(1.0, 1 / (tps_short * decode));

@@ -297,6 +297,10 @@ double measure_cpu_bandwidth(int threads, size_t bytes) {
   const size_t n = bytes / sizeof(uint64_t);
   auto* data = buffer.as<uint64_t>();
   for (size_t i = 0; i < n; i += 512) data[i] = i;  // fault every page in before timing
+  // A buffer smaller than this is read again as many times, so that the threads' start is a
+  // small part of what is timed.
+  constexpr size_t kMinBytesRead = size_t{256} << 20;
+  const size_t passes = std::max<size_t>(1, kMinBytesRead / bytes);
   double best = 0;
   for (int rep = 0; rep < 3; ++rep) {
     std::vector<uint64_t> sums(threads);
@@ -307,7 +311,7 @@ double measure_cpu_bandwidth(int threads, size_t bytes) {
         // Slices of whole cache lines, so every thread's vector loads stay aligned.
         const size_t lines = n / 8, begin = lines * t / threads * 8,
                      end = lines * (t + 1) / threads * 8;
-        sums[t] = sum_words(data, begin, end);
+        for (size_t p = 0; p < passes; ++p) sums[t] += sum_words(data, begin, end);
       });
     }
     for (auto& th : pool) th.join();
@@ -315,9 +319,19 @@ double measure_cpu_bandwidth(int threads, size_t bytes) {
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     volatile uint64_t sink = 0;
     for (uint64_t v : sums) sink = sink + v;
-    best = std::max(best, static_cast<double>(bytes) / s);
+    best = std::max(best, static_cast<double>(bytes) * passes / s);
   }
   return best;
+}
+
+uint64_t measure_cache_bytes(int threads, double ram_bytes_per_second) {
+  constexpr double kCacheOverRam = 1.5;
+  uint64_t fits = 0;
+  for (uint64_t bytes = uint64_t{1} << 20; bytes <= uint64_t{256} << 20; bytes *= 2) {
+    if (measure_cpu_bandwidth(threads, bytes) < kCacheOverRam * ram_bytes_per_second) break;
+    fits = bytes;
+  }
+  return fits;
 }
 
 namespace {

@@ -81,6 +81,10 @@ int physical_cores();
 uint64_t last_level_cache_bytes();
 // The CPUID figure alone (0 off x86), so tests can check sysfs against it.
 uint64_t cpuid_last_level_cache_bytes();
+// Where neither describes the caches (some VMs): the largest working set of 1, 2, 4 … 256 MiB
+// that `threads` threads read at least 1.5× as fast as RAM (`ram_bytes_per_second`, measured over
+// a larger buffer) — the cache these cores can use, as they see it; 0 when even 1 MiB is not.
+uint64_t measure_cache_bytes(int threads, double ram_bytes_per_second);
 std::string cpu_model_name();
 // MemAvailable and MemTotal from /proc/meminfo.
 uint64_t available_ram();

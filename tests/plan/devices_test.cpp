@@ -170,8 +170,14 @@ uint64_t sysfs_largest_cache() {
 TEST(CpuCaches, CpuidAgreesWithSysfsAndFillsInWhereSysfsIsSilent) {
 #if defined(__x86_64__)
   const uint64_t cpuid = cpuid_last_level_cache_bytes();
+  const uint64_t sysfs = sysfs_largest_cache();
+  if (sysfs == 0 && cpuid == 0) {
+    // Some VMs hide both (sysfs lists no caches, CPUID's cache leaves are empty): unknown.
+    EXPECT_EQ(last_level_cache_bytes(), 0u);
+    GTEST_SKIP() << "neither sysfs nor CPUID's cache descriptors describe this CPU's caches";
+  }
   EXPECT_GE(cpuid, uint64_t{256} << 10);  // every x86 CPU in use has at least 256 KiB
-  if (const uint64_t sysfs = sysfs_largest_cache(); sysfs > 0) {
+  if (sysfs > 0) {
     EXPECT_EQ(cpuid, sysfs);
     EXPECT_EQ(last_level_cache_bytes(), sysfs);
   } else {
@@ -180,6 +186,23 @@ TEST(CpuCaches, CpuidAgreesWithSysfsAndFillsInWhereSysfsIsSilent) {
 #else
   GTEST_SKIP() << "CPUID is x86 only";
 #endif
+}
+
+// The measured stand-in for an undescribed cache: a doubling size from 1 to 256 MiB, the largest
+// read at 1.5× the given RAM rate; none against a rate nothing reaches, the largest against one
+// everything beats, and where the caches are described, no more than twice the largest of them
+// (a working set twice the cache cannot stream from it).
+TEST(CpuCaches, MeasuredCacheIsTheLargestWorkingSetReadAboveRamRate) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  EXPECT_EQ(measure_cache_bytes(2, 1e15), 0u);
+  EXPECT_EQ(measure_cache_bytes(2, 1.0), 256 * kMiB);
+  const uint64_t measured = measure_cache_bytes(2, measure_cpu_bandwidth(2, 512 * kMiB));
+  EXPECT_TRUE(measured == 0 ||
+              (measured >= kMiB && measured <= 256 * kMiB && (measured & (measured - 1)) == 0))
+      << measured;
+  if (const uint64_t described = last_level_cache_bytes(); described > 0) {
+    EXPECT_LE(measured, 2 * described);
+  }
 }
 
 }  // namespace

@@ -62,6 +62,7 @@ void add_run(CLI::App& app, int& exit_code) {
     if (!media) return fail(media.error().message(), kExitBadInput);
     engine::Request request{.max_tokens = o->n_predict, .sampling = sampling};
     std::optional<ReplyPrinter> reply;  // --think: the reasoning apart from the answer
+    install_interrupt_handler();  // Ctrl-C stops generation cleanly from when the prompt shows
     if (o->think) {
       auto source =
           choose_chat_template(o->chat_template, *session->planned.file, session->planned.spec);
@@ -95,7 +96,6 @@ void add_run(CLI::App& app, int& exit_code) {
       std::fputs(o->prompt.c_str(), stdout);
       std::fflush(stdout);
     }
-    install_interrupt_handler();
     auto g = generate(*session, std::move(request), [&reply](const std::string& text) {
       if (reply) return reply->push(text);
       std::fputs(text.c_str(), stdout);

@@ -83,6 +83,11 @@ struct AttentionBatch {
 // The most chunks a device splits one query head's context into (AttentionBatch::partials).
 inline constexpr int kAttnMaxSplits = 16;
 
+// Floats of AttentionBatch::partials for n_tokens tokens of n_head query heads of head_dim.
+inline constexpr size_t attn_partials_floats(size_t n_tokens, size_t n_head, size_t head_dim) {
+  return n_tokens * n_head * kAttnMaxSplits * (head_dim + 2);
+}
+
 // Whether a cache cell holding position p (−1: empty) is visible to a query at q_pos whose image
 // spans [from, until] (from = until = q_pos outside images): the rule every attention kernel
 // applies (AttentionBatch).

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/act_q8.h"
 #include "kernels/buffer.h"
 #include "kernels/ref/ref.h"
 #include "model/lanes.h"
@@ -37,15 +38,20 @@ struct Scratch {
   float *hb, *hb2;        // [B][max n_ff]
   float* hidden_next;     // [B][N_b]
   int32_t* out_rows;      // [B]
-  void* xb_q8 = nullptr;  // a device's 8-bit rows (Lanes::output_head); none here
+  // A device's decode (batches of at most kActQ8MaxTokens), as the target's: 8-bit activations of
+  // the matmul inputs (act_q8.h) and attention's split states; null on a host.
+  void *xb_q8 = nullptr, *att_q8 = nullptr, *hb_q8 = nullptr;
+  float* attn_partials = nullptr;
   StageRegions stage;
 
   template <class Carver>
   static Scratch lay_out(Carver& c, const Spec& s, int B, bool device) {
-    size_t q_dim = 0, n_ff = 0;
+    size_t q_dim = 0, n_ff = 0, n_head = 0, hd = 0;
     for (const auto& l : s.layers) {
       q_dim = std::max<size_t>(q_dim, l.q_dim());
       n_ff = std::max<size_t>(n_ff, l.n_ff);
+      n_head = std::max<size_t>(n_head, l.n_head);
+      hd = std::max<size_t>(hd, l.head_dim);
     }
     const size_t b = B, d = s.n_embd, nb = s.n_embd_out;
     Scratch r{};
@@ -58,6 +64,13 @@ struct Scratch {
     r.hb2 = c.floats(b * n_ff);
     r.hidden_next = c.floats(b * nb);
     r.out_rows = c.template array<int32_t>(b);
+    if (device) {
+      const size_t bq = std::min<size_t>(b, kernels::kActQ8MaxTokens);
+      r.xb_q8 = c.act_q8(bq, d);
+      r.att_q8 = c.act_q8(bq, q_dim);
+      r.hb_q8 = c.act_q8(bq, n_ff);
+      r.attn_partials = c.attn_partials(bq, n_head, hd);
+    }
     r.stage = StageRegions::lay_out(c, s, B, device);
     return r;
   }
@@ -186,7 +199,8 @@ void Gemma4Assistant::layer(L& m, const LayerSpec& l, const LayerWeights& w, int
   kernels::Backend& ops = *m.ops;
   Scratch& s = m.s;
   const int64_t D = spec_.n_embd;
-  ops.matmul(w.wq, s.xb, s.q, T);
+  ops.matmuls(std::array{kernels::MatmulOut{w.wq, s.q}}.data(), 1,
+              lanes_.act(m, s.xb, s.xb_q8, T, D), T);
   ops.attn_prep({.n_tokens = T,
                  .n_head = l.n_head,
                  .n_head_kv = l.n_head_kv,
@@ -207,24 +221,30 @@ void Gemma4Assistant::layer(L& m, const LayerSpec& l, const LayerWeights& w, int
                  .pos = m.stage.pos(),
                  .kv = m.stage.kv_spans(l.il),
                  .window = l.is_sliding() ? l.window - 1 : 0,
-                 .scale = spec_.attention_scale});
-  ops.matmul(w.wo, s.att, s.xb2, T);
+                 .scale = spec_.attention_scale,
+                 .out_q8 = lanes_.q8(m, s.att_q8, T, l.q_dim()),
+                 .partials = lanes_.decoding(m, T) ? s.attn_partials : nullptr});
+  ops.matmuls(std::array{kernels::MatmulOut{w.wo, s.xb2}}.data(), 1,
+              lanes_.act(m, s.att, s.att_q8, T, l.q_dim()), T);
   kernels::ResidualNorm attn{.n = D,
                              .n_rows = T,
                              .eps = spec_.rms_eps,
                              .x = s.x,
                              .branch = {s.xb2, nullptr},
                              .branch_norm = {w.post_attn_norm, nullptr}};
-  attn.out[attn.n_out++] = {.normalize = true, .w = w.ffn_norm, .y = s.xb};
+  attn.out[attn.n_out++] = {
+      .normalize = true, .w = w.ffn_norm, .y = s.xb, .y_q8 = lanes_.q8(m, s.xb_q8, T, D)};
   ops.residual_norm(attn);
   ops.matmul_glu({.gate = w.w_gate,
                   .up = w.w_up,
                   .act = kernels::GluActivation::kGelu,
-                  .x = {s.xb, nullptr},
+                  .x = lanes_.act(m, s.xb, s.xb_q8, T, D),
                   .n_tokens = T,
                   .out = s.hb,
+                  .out_q8 = lanes_.q8(m, s.hb_q8, T, l.n_ff),
                   .scratch = s.hb2});
-  ops.matmul(w.w_down, s.hb, s.xb2, T);
+  ops.matmuls(std::array{kernels::MatmulOut{w.w_down, s.xb2}}.data(), 1,
+              lanes_.act(m, s.hb, s.hb_q8, T, l.n_ff), T);
   kernels::ResidualNorm ffn{.n = D,
                             .n_rows = T,
                             .eps = spec_.rms_eps,
@@ -232,7 +252,10 @@ void Gemma4Assistant::layer(L& m, const LayerSpec& l, const LayerWeights& w, int
                             .branch = {s.xb2, nullptr},
                             .branch_norm = {w.post_ffw_norm, nullptr},
                             .x_scale = w.output_scale};
-  if (next_norm != nullptr) ffn.out[ffn.n_out++] = {.normalize = true, .w = next_norm, .y = s.xb};
+  if (next_norm != nullptr) {
+    ffn.out[ffn.n_out++] = {
+        .normalize = true, .w = next_norm, .y = s.xb, .y_q8 = lanes_.q8(m, s.xb_q8, T, D)};
+  }
   ops.residual_norm(ffn);
 }
 
@@ -251,14 +274,21 @@ util::Status Gemma4Assistant::step(const DraftBatch& batch, kv::Cache& cache, co
   lanes_.begin(rows, cache, out);
   embed(m, T);
   const int n_layer = static_cast<int>(spec_.layers.size());
-  m.ops->rmsnorm(s.x, layers_[0].attn_norm, s.xb, spec_.n_embd, T, spec_.rms_eps);
+  kernels::ResidualNorm first{.n = spec_.n_embd, .n_rows = T, .eps = spec_.rms_eps, .x = s.x};
+  first.out[first.n_out++] = {.normalize = true,
+                              .w = layers_[0].attn_norm,
+                              .y = s.xb,
+                              .y_q8 = lanes_.q8(m, s.xb_q8, T, spec_.n_embd)};
+  m.ops->residual_norm(first);
   for (const auto& l : spec_.layers) {
     const bool last = l.il + 1 == n_layer;
     layer(m, l, layers_[l.il], T, last ? nullptr : layers_[l.il + 1].attn_norm);
   }
   // §3.4: y = norm(x) (into xb), the tied head without softcap, then h_next = W_post · y.
   lanes_.output_head(rows, output_norm_, spec_.rms_eps, output_, 0.0f, spec_.n_embd, out);
-  m.ops->matmul(post_proj_, s.xb, s.hidden_next, T);
+  // The head's norm wrote xb's 8-bit form (every row is an output row).
+  m.ops->matmuls(std::array{kernels::MatmulOut{post_proj_, s.hidden_next}}.data(), 1,
+                 lanes_.act(m, s.xb, s.xb_q8, T, spec_.n_embd), T);
   const size_t bytes = static_cast<size_t>(T) * spec_.n_embd_out * sizeof(float);
   util::Status copied;
   if (m.ops->host_memory()) {

@@ -109,20 +109,15 @@ struct Scratch {
     r.out_rows = c.template array<int32_t>(b);
     if (device) {
       const size_t bq = std::min<size_t>(b, kernels::kActQ8MaxTokens);
-      auto q8 = [&](size_t rows, size_t width) -> void* {
-        return kernels::act_q8_fits(width)
-                   ? c.template array<uint8_t>(rows * kernels::act_q8_row_bytes(width))
-                   : nullptr;
-      };
-      r.xb_q8 = q8(bq, h);
-      r.x_q8 = q8(bq, h);
-      r.att_q8 = q8(bq, q_dim);
-      r.hb_q8 = q8(bq, n_ff);
-      r.ple_a_q8 = p > 0 ? q8(bq, p) : nullptr;
-      r.moe_in_q8 = moe ? q8(bq, h) : nullptr;
-      r.moe_out_q8 = moe ? q8(bq, h) : nullptr;
-      r.expert_h_q8 = moe ? q8(bq * k, f_exp) : nullptr;
-      r.attn_partials = c.floats(bq * n_head * kernels::kAttnMaxSplits * (hd + 2));
+      r.xb_q8 = c.act_q8(bq, h);
+      r.x_q8 = c.act_q8(bq, h);
+      r.att_q8 = c.act_q8(bq, q_dim);
+      r.hb_q8 = c.act_q8(bq, n_ff);
+      r.ple_a_q8 = p > 0 ? c.act_q8(bq, p) : nullptr;
+      r.moe_in_q8 = moe ? c.act_q8(bq, h) : nullptr;
+      r.moe_out_q8 = moe ? c.act_q8(bq, h) : nullptr;
+      r.expert_h_q8 = moe ? c.act_q8(bq * k, f_exp) : nullptr;
+      r.attn_partials = c.attn_partials(bq, n_head, hd);
     }
     r.stage = StageRegions::lay_out(c, s, B, device);
     return r;

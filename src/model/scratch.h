@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "kernels/act_q8.h"
 #include "kernels/buffer.h"
 #include "kernels/ops.h"
 #include "util/aligned_buffer.h"
@@ -19,6 +20,15 @@ class ScratchCarver {
   float* floats(size_t n) { return static_cast<float*>(take(n * sizeof(float))); }
   template <class T>
   T* array(size_t n) { return static_cast<T*>(take(n * sizeof(T))); }
+  // A device's decode buffers, for batches of at most kActQ8MaxTokens rows: the 8-bit form of
+  // `rows` rows of `width` values (act_q8.h; null for a width that has none), and attention's
+  // split states (AttentionBatch::partials).
+  void* act_q8(size_t rows, size_t width) {
+    return kernels::act_q8_fits(width) ? take(rows * kernels::act_q8_row_bytes(width)) : nullptr;
+  }
+  float* attn_partials(size_t rows, size_t n_head, size_t head_dim) {
+    return floats(kernels::attn_partials_floats(rows, n_head, head_dim));
+  }
   size_t bytes() const { return offset_; }
 
  private:

@@ -891,8 +891,7 @@ class AttentionCase final : public OpCase {
     b.attend_from = sees_ahead ? rig.put(from) : nullptr;
     b.attend_until = sees_ahead ? rig.put(until) : nullptr;
     if (s_.partials && T <= kernels::kActQ8MaxTokens) {
-      b.partials = rig.filled(
-          static_cast<size_t>(T) * s_.n_head * kernels::kAttnMaxSplits * (s_.head_dim + 2), kNaN);
+      b.partials = rig.filled(kernels::attn_partials_floats(T, s_.n_head, s_.head_dim), kNaN);
     }
     const size_t q8_bytes = kernels::act_q8_row_bytes(width()) * T;
     if (q8) b.out_q8 = rig.filled<uint8_t>(q8_bytes, kPoisonByte);

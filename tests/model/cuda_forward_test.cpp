@@ -1,7 +1,8 @@
 // Whole forward passes on the CUDA backend — weights, activations and the KV cache in GPU memory —
 // against independent truth: stories260K's golden logits and greedy ids (an f64 reference,
-// shared/models), and the CPU path's logits on the tiny Gemma 4 synth shapes (sliding and shared
-// KV layers, per-layer embeddings, MoE). Skipped, with the reason, on a machine without a GPU.
+// shared/models), the CPU path's logits on the tiny Gemma 4 synth shapes (sliding and shared KV
+// layers, per-layer embeddings, MoE), and the float64 reference's for an assistant drafter's steps.
+// Skipped, with the reason, on a machine without a GPU.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "kernels/ref/ref.h"
 #include "model/model.h"
 #include "model/synth.h"
+#include "testing/assistant_files.h"
 #include "testing/model_passes.h"
 #include "testing/structure_models.h"
 #include "testing/testing.h"
@@ -290,5 +292,30 @@ TEST_P(CudaDecodePaths, EachPathMatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaDecodePaths, ::testing::Values("e2b", "e4b", "26b-a4b"),
                          [](const auto& p) { return testing_util::test_name(p.param); });
+
+// Gemma 4's assistant drafter on the GPU — its decode steps on 8-bit activations (q8_0 weights)
+// and split attention over the target's cache in GPU memory — against the float64 reference, as
+// AssistantOracle (assistant_test.cpp) holds the CPU and the emulated GPU: a target prefilled past
+// its sliding window in micro-batches of 5, then three chained steps. The bounds are that test's
+// (the target oracle's: f32 1e-4, f16 KV 3e-3, q8_0 weights and KV 5e-2).
+using testing_util::AssistantCase;
+
+class CudaAssistant : public ::testing::TestWithParam<AssistantCase> {};
+
+TEST_P(CudaAssistant, DraftStepsMatchTheReference) {
+  SKIP_WITHOUT_GPU(gpu);
+  if (!testing_util::have_numpy()) GTEST_SKIP() << "the reference needs python3 with numpy";
+  testing_util::expect_draft_steps_match_reference(
+      GetParam(), [&](int64_t) -> kernels::Backend& { return *gpu; });
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaAssistant,
+    ::testing::Values(AssistantCase{"tiny_e", "tiny-e", "f32", DType::kF32, "f32", 1e-4},
+                      AssistantCase{"tiny_moe_kv_f16", "tiny-moe", "f32", DType::kF16, "f16", 3e-3},
+                      AssistantCase{"tiny_e_q8_0", "tiny-e", "q8_0", DType::kQ8_0, "q8_0", 5e-2},
+                      AssistantCase{"tiny_dense_keqv_q8_0", "tiny-dense-keqv", "q8_0", DType::kQ8_0,
+                                    "q8_0", 5e-2}),
+    [](const auto& p) { return p.param.name; });
 
 }  // namespace

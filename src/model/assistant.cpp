@@ -33,11 +33,11 @@ struct LayerWeights {
 
 // Activations for up to B rows (the input rows are Inputs, below).
 struct Scratch {
-  float *x, *xb, *xb2;    // [B][N_d]
-  float *q, *att;         // [B][max nh·hd]
-  float *hb, *hb2;        // [B][max n_ff]
-  float* hidden_next;     // [B][N_b]
-  int32_t* out_rows;      // [B]
+  float *x, *xb, *xb2;  // [B][N_d]
+  float *q, *att;       // [B][max nh·hd]
+  float *hb, *hb2;      // [B][max n_ff]
+  float* hidden_next;   // [B][N_b]
+  int32_t* out_rows;    // [B]
   // A device's decode (batches of at most kActQ8MaxTokens), as the target's: 8-bit activations of
   // the matmul inputs (act_q8.h) and attention's split states; null on a host.
   void *xb_q8 = nullptr, *att_q8 = nullptr, *hb_q8 = nullptr;

@@ -19,7 +19,9 @@ class ScratchCarver {
   explicit ScratchCarver(uint8_t* base) : base_(base) {}
   float* floats(size_t n) { return static_cast<float*>(take(n * sizeof(float))); }
   template <class T>
-  T* array(size_t n) { return static_cast<T*>(take(n * sizeof(T))); }
+  T* array(size_t n) {
+    return static_cast<T*>(take(n * sizeof(T)));
+  }
   // A device's decode buffers, for batches of at most kActQ8MaxTokens rows: the 8-bit form of
   // `rows` rows of `width` values (act_q8.h; null for a width that has none), and attention's
   // split states (AttentionBatch::partials).

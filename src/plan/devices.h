@@ -14,20 +14,20 @@ namespace plan {
 enum class DeviceKind { kCpu, kGpu };
 
 struct Device {
-  std::string name;               // "cpu (AMD EPYC, 2 threads)", "cuda:0 NVIDIA H100"
+  std::string name;  // "cpu (AMD EPYC, 2 threads)", "cuda:0 NVIDIA H100"
   DeviceKind kind = DeviceKind::kCpu;
-  uint64_t total_bytes = 0;       // physical memory
-  uint64_t budget_bytes = 0;      // what a plan may use
-  std::string budget_source;      // how the budget was set, for the report
+  uint64_t total_bytes = 0;              // physical memory
+  uint64_t budget_bytes = 0;             // what a plan may use
+  std::string budget_source;             // how the budget was set, for the report
   bool budget_is_available_ram = false;  // the budget is what other processes left free now
-  double bandwidth = 0;           // bytes/s a decode step can read, measured
+  double bandwidth = 0;                  // bytes/s a decode step can read, measured
   std::string bandwidth_source;
-  double link_bandwidth = 0;      // host ↔ device bytes/s (PCIe) for GPUs
-  bool simulated = false;         // from --assume-gpu: a what-if, not present hardware
-  bool placeable = true;          // false: present, but headroom cannot run on it (why: below);
-                                  // the planner leaves it empty
-  std::string unusable_reason;    // "this build runs on the CPU: it has no GPU backend yet", …
-  int gpu_index = -1;             // GPUs: the index NVML and the GPU backend know it by
+  double link_bandwidth = 0;    // host ↔ device bytes/s (PCIe) for GPUs
+  bool simulated = false;       // from --assume-gpu: a what-if, not present hardware
+  bool placeable = true;        // false: present, but headroom cannot run on it (why: below);
+                                // the planner leaves it empty
+  std::string unusable_reason;  // "this build runs on the CPU: it has no GPU backend yet", …
+  int gpu_index = -1;           // GPUs: the index NVML and the GPU backend know it by
 };
 
 // The margin of RAM a CPU budget leaves for the OS and other programs.
@@ -38,11 +38,11 @@ uint64_t gpu_margin_bytes(uint64_t total);
 double pcie_link_bandwidth(unsigned generation, unsigned width);
 
 struct DeviceOptions {
-  std::optional<uint64_t> cpu_mem;     // --cpu-mem
-  std::optional<uint64_t> gpu_mem;     // --gpu-mem
-  std::string assume_gpu;              // --assume-gpu MEM[@BANDWIDTH]: plan for a GPU that is not here
-  int threads = 0;                     // threads the CPU bandwidth probe uses (0 = all cores)
-  bool probe = true;                   // measure bandwidth (cached); false = use a stated default
+  std::optional<uint64_t> cpu_mem;  // --cpu-mem
+  std::optional<uint64_t> gpu_mem;  // --gpu-mem
+  std::string assume_gpu;           // --assume-gpu MEM[@BANDWIDTH]: plan for a GPU that is not here
+  int threads = 0;                  // threads the CPU bandwidth probe uses (0 = all cores)
+  bool probe = true;                // measure bandwidth (cached); false = use a stated default
   // Whether headroom can run on GPU `index`: "" when it can, else why not (the plan says it).
   // Null: this build has no GPU backend. The engine supplies it (engine::gpu_backend_check).
   std::function<std::string(int index)> gpu_backend;

@@ -1,7 +1,8 @@
 // Gemma 4 assistant drafters for the model tests: a tiny synthesized target with a random drafter
 // written for it by the NumPy writer (tests/reference/write_assistant.py), the target's prefill
-// that hands the drafter its hidden state, and chained draft steps — shared by the oracle test
-// (CPU and emulated GPU against the float64 reference) and the CUDA test (GPU against the CPU).
+// that hands the drafter its hidden state, chained draft steps and the float64 reference's logits
+// for them — the check AssistantOracle runs on the CPU and the emulated GPU and CudaAssistant on a
+// real GPU.
 #pragma once
 
 #include <gtest/gtest.h>

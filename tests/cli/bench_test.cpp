@@ -7,9 +7,7 @@
 
 namespace {
 
-std::string headroom() {
-  return testing_util::headroom_binary().string();
-}
+using testing_util::headroom;
 
 nlohmann::json run_json(const std::string& args) {
   std::string out, err;

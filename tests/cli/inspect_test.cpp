@@ -10,21 +10,11 @@ namespace {
 
 using nlohmann::json;
 
-struct CliRun {
-  int code = -1;
-  std::string out, err;
-};
-
-CliRun inspect(const std::string& args) {
-  CliRun r;
-  r.code = testing_util::run_command(testing_util::headroom_binary().string() + " inspect " + args,
-                                     &r.out, &r.err);
-  return r;
+testing_util::Ran inspect(const std::string& args) {
+  return testing_util::run_headroom("inspect " + args);
 }
 
-std::string stories() {
-  return (testing_util::shared_dir() / "models/stories260K.gguf").string();
-}
+using testing_util::stories_model;
 
 // Runs of spaces collapsed to one, so assertions read values rather than column widths.
 std::string squash(const std::string& s) {
@@ -37,8 +27,8 @@ std::string squash(const std::string& s) {
 }
 
 TEST(InspectCli, TextOnStories260K) {
-  CliRun r = inspect(stories());
-  ASSERT_EQ(r.code, 0) << r.err;
+  testing_util::Ran r = inspect(stories_model());
+  ASSERT_EQ(r.rc, 0) << r.err;
   const std::string text = squash(r.out);
   for (const char* expected : {
            "GGUF v3, 1185376 B (1.13 MiB), alignment 32, tensor data at byte 14176",
@@ -72,8 +62,8 @@ TEST(InspectCli, TextOnStories260K) {
 }
 
 TEST(InspectCli, JsonOnStories260K) {
-  CliRun r = inspect(stories() + " --json");
-  ASSERT_EQ(r.code, 0) << r.err;
+  testing_util::Ran r = inspect(stories_model() + " --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["file_bytes"], 1185376);
   EXPECT_EQ(j["gguf_version"], 3);
@@ -176,8 +166,8 @@ std::string write_tiny_e(const std::filesystem::path& dir, std::vector<float>& r
 TEST(InspectCli, Gemma4KvGeometryAndSharing) {
   std::vector<float> rope_freqs;
   const std::string path = write_tiny_e(testing_util::temp_dir(), rope_freqs);
-  CliRun r = inspect(path + " --json");
-  ASSERT_EQ(r.code, 0) << r.err;
+  testing_util::Ran r = inspect(path + " --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
   const json a = json::parse(r.out)["architecture"];
   ASSERT_FALSE(a.contains("error")) << a["error"];
   EXPECT_EQ(a["name"], "gemma4");
@@ -214,8 +204,8 @@ TEST(InspectCli, Gemma4KvGeometryAndSharing) {
   EXPECT_EQ(totals["by_class"][1]["class"], "per-layer embedding");
   EXPECT_EQ(totals["by_class"][1]["bytes"], 128 * 512 / 32 * 34);
 
-  CliRun text = inspect(path);
-  ASSERT_EQ(text.code, 0) << text.err;
+  testing_util::Ran text = inspect(path);
+  ASSERT_EQ(text.rc, 0) << text.err;
   const std::string t = squash(text.out);
   for (const char* expected : {
            "Architecture: gemma4 (\"tiny-e\") — 8 layers",
@@ -255,8 +245,8 @@ TEST(InspectCli, Gemma4E2BKvBytesMatchSpec) {
         gguf::MetaValue::array_strings(std::vector<std::string>(262144, "t")));
   const std::string path = (testing_util::temp_dir() / "e2b-meta.gguf").string();
   ASSERT_TRUE(w.write(path).ok());
-  CliRun r = inspect(path + " --json");
-  ASSERT_EQ(r.code, 0) << r.err;
+  testing_util::Ran r = inspect(path + " --json");
+  ASSERT_EQ(r.rc, 0) << r.err;
   const json a = json::parse(r.out)["architecture"];
   ASSERT_FALSE(a.contains("error")) << a["error"];
   EXPECT_EQ(a["kv_bytes_per_token"]["full_layers"], 6144);
@@ -275,16 +265,16 @@ TEST(InspectCli, Gemma4E2BKvBytesMatchSpec) {
 TEST(InspectCli, MalformedFileGivesOneLineErrorAndExit2) {
   const auto path = testing_util::source_dir() / "tests/data/gguf-malformed/tensor-overlap.gguf";
   for (const char* flags : {"", " --json"}) {
-    CliRun r = inspect(path.string() + flags);
-    EXPECT_EQ(r.code, 2);
+    testing_util::Ran r = inspect(path.string() + flags);
+    EXPECT_EQ(r.rc, 2);
     EXPECT_EQ(r.out, "") << "stdout must stay empty for a bad file";
     EXPECT_EQ(r.err.rfind("gguf: " + path.string() + ": offset ", 0), 0u) << r.err;
     EXPECT_NE(r.err.find("data overlaps tensor 'token_embd.weight'"), std::string::npos) << r.err;
     ASSERT_FALSE(r.err.empty());
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
   }
-  CliRun missing = inspect("/nonexistent/model.gguf");
-  EXPECT_EQ(missing.code, 2);
+  testing_util::Ran missing = inspect("/nonexistent/model.gguf");
+  EXPECT_EQ(missing.rc, 2);
   EXPECT_EQ(missing.out, "");
   EXPECT_NE(missing.err.find("cannot open /nonexistent/model.gguf"), std::string::npos);
 }
@@ -296,15 +286,15 @@ TEST(InspectCli, HostileStringsAreEscaped) {
   w.set("tokenizer.ggml.tokens", gguf::MetaValue::array_strings({"\xc3", "ok", "\x7f"}));
   const std::string path = (testing_util::temp_dir() / "hostile.gguf").string();
   ASSERT_TRUE(w.write(path).ok());
-  CliRun text = inspect(path);
-  ASSERT_EQ(text.code, 0) << text.err;
+  testing_util::Ran text = inspect(path);
+  ASSERT_EQ(text.rc, 0) << text.err;
   EXPECT_EQ(text.out.find('\x1b'), std::string::npos);
   EXPECT_NE(text.out.find("\"bad\\xff utf8 \\x1b[2J and\\nnewline\""), std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("[\"\\xc3\", \"ok\", \"\\x7f\"]"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("Architecture: none"), std::string::npos) << text.out;
-  CliRun j = inspect(path + " --json");
-  ASSERT_EQ(j.code, 0) << j.err;
+  testing_util::Ran j = inspect(path + " --json");
+  ASSERT_EQ(j.rc, 0) << j.err;
   const json doc = json::parse(j.out);  // throws on invalid UTF-8
   EXPECT_EQ(doc["metadata"]["general.name"]["value"], "bad\xef\xbf\xbd utf8 \x1b[2J and\nnewline");
   EXPECT_TRUE(doc["architecture"].is_null());

@@ -11,21 +11,10 @@ namespace {
 
 using nlohmann::json;
 
-struct Ran {
-  int rc = -1;
-  std::string out, err;
-};
+using testing_util::Ran;
+using testing_util::run_headroom;
 
-Ran headroom(const std::string& args) {
-  Ran r;
-  r.rc = testing_util::run_command(testing_util::headroom_binary().string() + " " + args, &r.out,
-                                   &r.err);
-  return r;
-}
-
-std::string stories() {
-  return (testing_util::shared_dir() / "models/stories260K.gguf").string();
-}
+using testing_util::stories_model;
 
 // An adapter for stories260K written with NumPy (tests/reference/write_lora_adapter.py).
 std::string write_adapter(const std::filesystem::path& dir, int rank) {
@@ -34,7 +23,7 @@ std::string write_adapter(const std::filesystem::path& dir, int rank) {
   const std::string command =
       "/usr/bin/python3 " +
       (testing_util::source_dir() / "tests/reference/write_lora_adapter.py").string() + " " +
-      stories() + " -o " + path.string() + " --rank " + std::to_string(rank);
+      stories_model() + " -o " + path.string() + " --rank " + std::to_string(rank);
   EXPECT_EQ(testing_util::run_command(command, &out, &err), 0) << command << "\n" << err;
   return path.string();
 }
@@ -52,13 +41,13 @@ uint64_t item_bytes(const json& plan, const std::string& name, int* device = nul
 TEST(LoraCli, PlanPricesTheSlotsWhereTheLayersAre) {
   const auto dir = testing_util::temp_dir();
   const std::string a = write_adapter(dir, 4), b = write_adapter(dir, 8);
-  const Ran none = headroom("plan -m " + stories() + " --json");
+  const Ran none = run_headroom("plan -m " + stories_model() + " --json");
   ASSERT_EQ(none.rc, 0) << none.err;
   EXPECT_EQ(item_bytes(json::parse(none.out), "weights: lora adapters"), 0u);
 
   // Two adapters of ranks 4 and 8, one more slot: three slots of rank 8.
-  const Ran two = headroom("plan -m " + stories() + " --lora " + a + " --lora " + b +
-                           ":0.5 --max-loras 3 --json");
+  const Ran two = run_headroom("plan -m " + stories_model() + " --lora " + a + " --lora " + b +
+                               ":0.5 --max-loras 3 --json");
   ASSERT_EQ(two.rc, 0) << two.err;
   const json plan = json::parse(two.out);
   EXPECT_EQ(plan["request"]["max_loras"], 3);
@@ -67,12 +56,12 @@ TEST(LoraCli, PlanPricesTheSlotsWhereTheLayersAre) {
   EXPECT_GT(slots, 0u);
   EXPECT_GT(item_bytes(plan, "lora activations"), 0u);
   EXPECT_EQ(slots % 3, 0u) << "three equal slots";
-  const Ran text = headroom("plan -m " + stories() + " --lora " + a + " --max-loras 2");
+  const Ran text = run_headroom("plan -m " + stories_model() + " --lora " + a + " --max-loras 2");
   EXPECT_NE(text.out.find("2 LoRA adapter slots of rank ≤ 4"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("weights: lora adapters"), std::string::npos) << text.out;
 
   // On a (what-if) GPU the slots go where the layers compute, the scales' host side is staged.
-  const Ran gpu = headroom(
+  const Ran gpu = run_headroom(
       "plan --shape gemma4-e2b --max-loras 2 --max-lora-rank 16 "
       "--assume-gpu 24G@900 --json");
   ASSERT_EQ(gpu.rc, 0) << gpu.err;
@@ -86,7 +75,8 @@ TEST(LoraCli, PlanPricesTheSlotsWhereTheLayersAre) {
 TEST(LoraCli, RunAppliesOneAdapterAndBadInputFailsInOneLine) {
   const auto dir = testing_util::temp_dir();
   const std::string a = write_adapter(dir, 4);
-  const Ran ok = headroom("run -m " + stories() + " --lora " + a + ":0.5 -p Once -n 4 --temp 0");
+  const Ran ok =
+      run_headroom("run -m " + stories_model() + " --lora " + a + ":0.5 -p Once -n 4 --temp 0");
   ASSERT_EQ(ok.rc, 0) << ok.err;
   EXPECT_NE(ok.err.find("lora: adapter-r4 (" + a + "): 35 matrices of rank ≤ 4"), std::string::npos)
       << ok.err;
@@ -98,15 +88,15 @@ TEST(LoraCli, RunAppliesOneAdapterAndBadInputFailsInOneLine) {
   std::filesystem::copy_file(a, b);
   for (const Bad& bad : {
            Bad{"--lora " + a + " --lora " + b, "applies one adapter"},
-           Bad{"--lora " + stories(), "is not an adapter"},
+           Bad{"--lora " + stories_model(), "is not an adapter"},
            Bad{"--lora " + (dir / "missing.gguf").string() + ":2", "missing.gguf"},
        }) {
-    const Ran r = headroom("run -m " + stories() + " -p Once -n 2 " + bad.args);
+    const Ran r = run_headroom("run -m " + stories_model() + " -p Once -n 2 " + bad.args);
     EXPECT_EQ(r.rc, 2) << bad.args;
     EXPECT_NE(r.err.find(bad.expected), std::string::npos) << bad.args << ": " << r.err;
     EXPECT_EQ(r.err.find("\n"), r.err.size() - 1) << "one line: " << r.err;
   }
-  const Ran planned = headroom("plan -m " + stories() + " --max-loras 2");
+  const Ran planned = run_headroom("plan -m " + stories_model() + " --max-loras 2");
   EXPECT_EQ(planned.rc, 2);
   EXPECT_NE(planned.err.find("--max-lora-rank"), std::string::npos) << planned.err;
 }

@@ -11,9 +11,7 @@
 
 namespace {
 
-std::string headroom() {
-  return testing_util::headroom_binary().string();
-}
+using testing_util::headroom;
 
 class MediaCli : public ::testing::Test {
  protected:

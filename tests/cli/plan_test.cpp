@@ -12,20 +12,18 @@ namespace {
 
 using nlohmann::json;
 
-constexpr uint64_t kGiB = 1ull << 30;
+using testing_util::kGiB;
 const std::string kNote = "GPU present (cuda:0 NVIDIA Fake A100, cuda:1 NVIDIA Fake RTX 4090) but ";
 const std::string kNoteEnd = ", so the plan places nothing on the GPU";
 
-struct Ran {
-  int rc = -1;
-  std::string out, err;
-};
+using testing_util::Ran;
 
-Ran headroom(const std::string& nvml_lib, const std::string& args) {
+// `headroom ARGS` seeing the GPUs of the NVML library at `nvml_lib`.
+Ran headroom_with_nvml(const std::string& nvml_lib, const std::string& args) {
   Ran r;
   r.rc = testing_util::run_command(
-      "HEADROOM_NVML_LIB=" + nvml_lib + " " + testing_util::headroom_binary().string() + " " + args,
-      &r.out, &r.err);
+      "HEADROOM_NVML_LIB=" + nvml_lib + " " + testing_util::headroom() + " " + args, &r.out,
+      &r.err);
   return r;
 }
 
@@ -36,7 +34,7 @@ size_t count(const std::string& text, const std::string& what) {
 }
 
 TEST(PlanCli, PresentGpusAreNamedOnceAndGetNoBytes) {
-  const Ran text = headroom(FAKE_NVML, "plan --shape gemma4-e2b --ctx 4096");
+  const Ran text = headroom_with_nvml(FAKE_NVML, "plan --shape gemma4-e2b --ctx 4096");
   ASSERT_EQ(text.rc, 0) << text.err;
   EXPECT_EQ(count(text.out, kNote), 1u) << text.out;
   EXPECT_EQ(count(text.out, kNoteEnd), 1u) << text.out;
@@ -45,7 +43,7 @@ TEST(PlanCli, PresentGpusAreNamedOnceAndGetNoBytes) {
   EXPECT_EQ(count(text.out, "cuda:0 NVIDIA Fake A100: not used ("), 1u) << text.out;
   EXPECT_EQ(count(text.out, " gpu "), 0u) << "no item is on a GPU:\n" << text.out;
 
-  const Ran j = headroom(FAKE_NVML, "plan --shape gemma4-e2b --ctx 4096 --json");
+  const Ran j = headroom_with_nvml(FAKE_NVML, "plan --shape gemma4-e2b --ctx 4096 --json");
   ASSERT_EQ(j.rc, 0) << j.err;
   const json plan = json::parse(j.out);
   ASSERT_EQ(plan["devices"].size(), 1u);
@@ -70,7 +68,8 @@ TEST(PlanCli, PresentGpusAreNamedOnceAndGetNoBytes) {
 }
 
 TEST(PlanCli, GpuMemSetsTheDetectedBudgetAndWarnsThatItIsNotUsed) {
-  const Ran r = headroom(FAKE_NVML, "plan --shape gemma4-e2b --ctx 4096 --json --gpu-mem 8G");
+  const Ran r =
+      headroom_with_nvml(FAKE_NVML, "plan --shape gemma4-e2b --ctx 4096 --json --gpu-mem 8G");
   ASSERT_EQ(r.rc, 0) << r.err;
   const json plan = json::parse(r.out);
   EXPECT_EQ(plan["unused_devices"][0]["budget_bytes"], 8 * kGiB);
@@ -80,8 +79,8 @@ TEST(PlanCli, GpuMemSetsTheDetectedBudgetAndWarnsThatItIsNotUsed) {
 }
 
 TEST(PlanCli, AWhatIfGpuIsStillPlannedBesideAPresentOne) {
-  const Ran r =
-      headroom(FAKE_NVML, "plan --shape gemma4-e2b --ctx 4096 --json --assume-gpu 8G@300");
+  const Ran r = headroom_with_nvml(FAKE_NVML,
+                                   "plan --shape gemma4-e2b --ctx 4096 --json --assume-gpu 8G@300");
   ASSERT_EQ(r.rc, 0) << r.err;
   const json plan = json::parse(r.out);
   ASSERT_EQ(plan["devices"].size(), 2u);
@@ -94,22 +93,24 @@ TEST(PlanCli, AWhatIfGpuIsStillPlannedBesideAPresentOne) {
 // CPU-only one does not.
 TEST(PlanCli, AGpuPredictionSaysItIsOnlyTheRoofline) {
   const char* kBound = "on a GPU that is its bandwidth roofline, an upper bound";
-  const Ran gpu = headroom("/nonexistent/libnvidia-ml.so.1",
-                           "plan --shape gemma4-e2b --ctx 4096 --assume-gpu 24G@3000");
+  const Ran gpu = headroom_with_nvml("/nonexistent/libnvidia-ml.so.1",
+                                     "plan --shape gemma4-e2b --ctx 4096 --assume-gpu 24G@3000");
   ASSERT_EQ(gpu.rc, 0) << gpu.err;
   EXPECT_NE(gpu.out.find(kBound), std::string::npos) << gpu.out;
-  const Ran cpu = headroom("/nonexistent/libnvidia-ml.so.1", "plan --shape gemma4-e2b --ctx 4096");
+  const Ran cpu =
+      headroom_with_nvml("/nonexistent/libnvidia-ml.so.1", "plan --shape gemma4-e2b --ctx 4096");
   ASSERT_EQ(cpu.rc, 0) << cpu.err;
   EXPECT_EQ(cpu.out.find(kBound), std::string::npos) << cpu.out;
 }
 
 TEST(PlanCli, WithoutNvmlThereIsNoGpuAndNoNote) {
-  const Ran text = headroom("/nonexistent/libnvidia-ml.so.1", "plan --shape gemma4-e2b --ctx 4096");
+  const Ran text =
+      headroom_with_nvml("/nonexistent/libnvidia-ml.so.1", "plan --shape gemma4-e2b --ctx 4096");
   ASSERT_EQ(text.rc, 0) << text.err;
   EXPECT_EQ(text.out.find("note:"), std::string::npos) << text.out;
   EXPECT_EQ(text.out.find("cuda:"), std::string::npos) << text.out;
-  const Ran j =
-      headroom("/nonexistent/libnvidia-ml.so.1", "plan --shape gemma4-e2b --ctx 4096 --json");
+  const Ran j = headroom_with_nvml("/nonexistent/libnvidia-ml.so.1",
+                                   "plan --shape gemma4-e2b --ctx 4096 --json");
   ASSERT_EQ(j.rc, 0) << j.err;
   const json plan = json::parse(j.out);
   EXPECT_TRUE(plan["notes"].empty());
@@ -118,7 +119,7 @@ TEST(PlanCli, WithoutNvmlThereIsNoGpuAndNoNote) {
 }
 
 TEST(PlanCli, RunPrintsTheNoteOnceAndGeneratesOnTheCpu) {
-  const Ran r = headroom(FAKE_NVML, "run -p 'Once upon a time' -n 8 --temp 0");
+  const Ran r = headroom_with_nvml(FAKE_NVML, "run -p 'Once upon a time' -n 8 --temp 0");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(count(r.err, kNote), 1u) << r.err;
   EXPECT_EQ(r.out.rfind("Once upon a time", 0), 0u) << r.out;

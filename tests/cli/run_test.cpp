@@ -10,9 +10,7 @@
 
 namespace {
 
-std::string headroom() {
-  return testing_util::headroom_binary().string();
-}
+using testing_util::headroom;
 
 TEST(Run, GreedyTextIsTheGoldenContinuation) {
   auto g = nlohmann::json::parse(

@@ -9,9 +9,7 @@
 
 namespace {
 
-std::string headroom() {
-  return testing_util::headroom_binary().string();
-}
+using testing_util::headroom;
 
 std::string write_template(const std::filesystem::path& dir) {
   const auto path = dir / "think.jinja";

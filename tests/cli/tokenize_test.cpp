@@ -17,18 +17,8 @@ std::string quote(const std::string& s) {
   return out + "'";
 }
 
-struct CliRun {
-  int rc;
-  std::string out;
-  std::string err;
-};
-
-CliRun headroom(const std::string& args) {
-  CliRun r;
-  r.rc = testing_util::run_command(testing_util::headroom_binary().string() + " " + args, &r.out,
-                                   &r.err);
-  return r;
-}
+using testing_util::Ran;
+using testing_util::run_headroom;
 
 std::string vocab(const char* name) {
   return quote((testing_util::shared_dir() / "models/vocab" / name).string());
@@ -42,7 +32,7 @@ std::vector<int32_t> ids_of(const std::string& out) {
   return ids;
 }
 
-void expect_bad_input(const CliRun& r) {
+void expect_bad_input(const Ran& r) {
   EXPECT_EQ(r.rc, 2);
   EXPECT_TRUE(r.out.empty()) << r.out;
   ASSERT_FALSE(r.err.empty());
@@ -50,7 +40,7 @@ void expect_bad_input(const CliRun& r) {
 }
 
 TEST(CliTokenize, DefaultModelMatchesGoldenPromptIds) {
-  CliRun r = headroom("tokenize -p 'Once upon a time'");
+  Ran r = run_headroom("tokenize -p 'Once upon a time'");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(ids_of(r.out), std::vector<int32_t>({1, 403, 407, 261, 378}));
   EXPECT_NE(r.out.find("\" Once\""), std::string::npos) << r.out;
@@ -60,7 +50,7 @@ TEST(CliTokenize, DefaultModelMatchesGoldenPromptIds) {
 TEST(CliTokenize, NoBosJsonAndFileInput) {
   auto dir = testing_util::temp_dir();
   { std::ofstream(dir / "prompt.txt") << "Zoo"; }
-  CliRun r = headroom("tokenize --no-bos --json -f " + quote((dir / "prompt.txt").string()));
+  Ran r = run_headroom("tokenize --no-bos --json -f " + quote((dir / "prompt.txt").string()));
   ASSERT_EQ(r.rc, 0) << r.err;
   auto json = nlohmann::json::parse(r.out);
   ASSERT_EQ(json.size(), 3u);
@@ -72,18 +62,18 @@ TEST(CliTokenize, NoBosJsonAndFileInput) {
 }
 
 TEST(CliTokenize, ByteTokensShownEscaped) {
-  CliRun r = headroom("tokenize --no-bos -p '🦙'");
+  Ran r = run_headroom("tokenize --no-bos -p '🦙'");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.out.find("\"\\xF0\"  (byte)"), std::string::npos) << r.out;
 }
 
 TEST(CliTokenize, ParseSpecialOnlyWhenAsked) {
   const std::string model = vocab("ggml-vocab-gemma-3-reconstructed.gguf");
-  CliRun plain = headroom("tokenize -m " + model + " --no-bos -p '<start_of_turn>user'");
+  Ran plain = run_headroom("tokenize -m " + model + " --no-bos -p '<start_of_turn>user'");
   ASSERT_EQ(plain.rc, 0) << plain.err;
   EXPECT_NE(ids_of(plain.out).front(), 105);
-  CliRun special =
-      headroom("tokenize -m " + model + " --parse-special -p '<bos><start_of_turn>user'");
+  Ran special =
+      run_headroom("tokenize -m " + model + " --parse-special -p '<bos><start_of_turn>user'");
   ASSERT_EQ(special.rc, 0) << special.err;
   auto ids = ids_of(special.out);
   ASSERT_GE(ids.size(), 3u);
@@ -92,29 +82,30 @@ TEST(CliTokenize, ParseSpecialOnlyWhenAsked) {
 }
 
 TEST(CliDetokenize, PrintsText) {
-  CliRun r = headroom("detokenize --ids 1,403,407,261,378");
+  Ran r = run_headroom("detokenize --ids 1,403,407,261,378");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_EQ(r.out, "Once upon a time\n");
-  CliRun special = headroom("detokenize --special --ids 1,403");
+  Ran special = run_headroom("detokenize --special --ids 1,403");
   EXPECT_EQ(special.out, "<s> Once\n");
-  CliRun gpt2 = headroom("detokenize -m " + vocab("ggml-vocab-gpt-2.gguf") + " --ids '15496, 995'");
+  Ran gpt2 =
+      run_headroom("detokenize -m " + vocab("ggml-vocab-gpt-2.gguf") + " --ids '15496, 995'");
   ASSERT_EQ(gpt2.rc, 0) << gpt2.err;
   EXPECT_EQ(gpt2.out, "Hello world\n");
 }
 
 TEST(CliDetokenize, BadIdsAreBadInput) {
-  expect_bad_input(headroom("detokenize --ids 1,x"));
-  expect_bad_input(headroom("detokenize --ids 1,-3"));
-  expect_bad_input(headroom("detokenize --ids 1,512"));  // stories260K has 512 tokens
-  CliRun r = headroom("detokenize --ids 99999");
+  expect_bad_input(run_headroom("detokenize --ids 1,x"));
+  expect_bad_input(run_headroom("detokenize --ids 1,-3"));
+  expect_bad_input(run_headroom("detokenize --ids 1,512"));  // stories260K has 512 tokens
+  Ran r = run_headroom("detokenize --ids 99999");
   expect_bad_input(r);
   EXPECT_NE(r.err.find("99999"), std::string::npos);
 }
 
 TEST(CliTokenize, BadInputsExitTwo) {
-  expect_bad_input(headroom("tokenize"));
-  expect_bad_input(headroom("tokenize -m /nonexistent.gguf -p hi"));
-  expect_bad_input(headroom("tokenize -f /nonexistent.txt"));
+  expect_bad_input(run_headroom("tokenize"));
+  expect_bad_input(run_headroom("tokenize -m /nonexistent.gguf -p hi"));
+  expect_bad_input(run_headroom("tokenize -f /nonexistent.txt"));
 
   // A file whose tokenizer model headroom does not implement.
   auto file = gguf::File::open(
@@ -124,7 +115,7 @@ TEST(CliTokenize, BadInputsExitTwo) {
   writer.set("tokenizer.ggml.model", gguf::MetaValue::string("t5"));
   auto path = testing_util::temp_dir() / "t5.gguf";
   ASSERT_TRUE(writer.write(path.string()).ok());
-  CliRun r = headroom("tokenize -m " + quote(path.string()) + " -p hi");
+  Ran r = run_headroom("tokenize -m " + quote(path.string()) + " -p hi");
   expect_bad_input(r);
   EXPECT_NE(r.err.find("unsupported tokenizer model 't5'"), std::string::npos) << r.err;
 }

@@ -11,31 +11,16 @@
 #include <fstream>
 
 #include "gguf/file.h"
+#include "hf_oracle.h"
 #include "testing/testing.h"
 
 namespace {
 
 namespace fs = std::filesystem;
 using testing_util::run_command;
+using namespace hf_oracle;
 
-constexpr const char* kPython = "/usr/bin/python3";
-// f32 arithmetic on the very values the f64 reference reads: the tolerance of the model oracle
-// tests (tests/model/gemma4_oracle_test.cpp), 1e-4 of the largest logit.
-constexpr double kTol = 1e-4;
-
-std::string reference_script(const char* name) {
-  return (testing_util::source_dir() / "tests/reference" / name).string();
-}
-
-void run_or_fail(const std::string& command) {
-  std::string out, err;
-  const int rc = run_command(command, &out, &err);
-  ASSERT_EQ(rc, 0) << command << "\n" << out << err;
-}
-
-std::string headroom() {
-  return testing_util::headroom_binary().string();
-}
+using testing_util::headroom;
 
 // Writes a checkpoint of `arch`/`variant` into dir/name.
 fs::path write_checkpoint(const fs::path& dir, const std::string& arch, const std::string& variant,
@@ -45,17 +30,6 @@ fs::path write_checkpoint(const fs::path& dir, const std::string& arch, const st
                           kPython, reference_script("write_hf_checkpoint.py"), arch, variant, dtype,
                           shards, testing_util::shared_dir().string(), out.string()));
   return out;
-}
-
-std::string ids_text(int n, int vocab) {
-  std::string s;
-  uint32_t state = 777;
-  for (int i = 0; i < n; ++i) {
-    state = state * 1664525u + 1013904223u;
-    if (i) s += ',';
-    s += std::to_string((state >> 8) % vocab);
-  }
-  return s;
 }
 
 // Converts `ckpt` with `flags`, runs both sides over `ids` and returns max |Δ| / max |logit|.
@@ -69,36 +43,29 @@ double relative_error(const fs::path& ckpt, const std::string& flags, const std:
                           reference_script("hf_reference.py"), ckpt.string(), ids, gguf.string()));
   run_or_fail(fmt::format("{} logits -m {} --ids {} -o {}.out", headroom(), gguf.string(), ids,
                           gguf.string()));
-  const auto ref = testing_util::read_f32(gguf.string() + ".ref");
-  const auto got = testing_util::read_f32(gguf.string() + ".out");
-  EXPECT_EQ(ref.size(), got.size());
-  double max_abs = 0, max_diff = 0;
-  for (size_t i = 0; i < std::min(ref.size(), got.size()); ++i) {
-    max_abs = std::max(max_abs, std::fabs(double(ref[i])));
-    max_diff = std::max(max_diff, std::fabs(double(ref[i]) - got[i]));
-  }
-  return max_abs > 0 ? max_diff / max_abs : 1.0;
+  return relative(testing_util::read_f32(gguf.string() + ".ref"),
+                  testing_util::read_f32(gguf.string() + ".out"));
 }
 
-struct Case {
+struct CheckpointCase {
   std::string arch, variant, dtype;
   int shards;
   std::string flags;  // convert flags
   int vocab;
 };
 
-void PrintTo(const Case& c, std::ostream* os) {
+void PrintTo(const CheckpointCase& c, std::ostream* os) {
   *os << c.variant << "-" << c.dtype;
 }
 
-class ConvertCheckpoint : public testing::TestWithParam<Case> {};
+class ConvertCheckpoint : public testing::TestWithParam<CheckpointCase> {};
 
 TEST_P(ConvertCheckpoint, LogitsEqualReferenceOnCheckpointTensors) {
-  const Case& c = GetParam();
+  const CheckpointCase& c = GetParam();
   const auto dir = testing_util::temp_dir();
   const fs::path ckpt = write_checkpoint(dir, c.arch, c.variant, c.dtype, c.shards);
   // 20 tokens: past the tiny Gemma 4 window of 8 twice.
-  const double rel = relative_error(ckpt, c.flags, ids_text(20, c.vocab));
+  const double rel = relative_error(ckpt, c.flags, ids_text(20, c.vocab, 777));
   RecordProperty("relative_error", std::to_string(rel));
   EXPECT_LE(rel, kTol) << "max |Δlogit| / max |logit|";
 }
@@ -107,15 +74,15 @@ INSTANTIATE_TEST_SUITE_P(
     Architectures, ConvertCheckpoint,
     testing::Values(
         // Sharded BF16 llama, written as BF16 (auto: the checkpoint's bytes copied) and as F32.
-        Case{"llama", "tiny", "bf16", 2, "", 32000},
-        Case{"llama", "tiny", "bf16", 2, "--outtype f32", 32000},
+        CheckpointCase{"llama", "tiny", "bf16", 2, "", 32000},
+        CheckpointCase{"llama", "tiny", "bf16", 2, "--outtype f32", 32000},
         // Llama 3 RoPE scaling (rope_freqs) and tied embeddings, F32 checkpoint kept F32 (auto
         // would write F16, as llama.cpp's converter does, and round the weights).
-        Case{"llama", "tiny-llama3", "f32", 1, "--outtype f32", 32000},
+        CheckpointCase{"llama", "tiny-llama3", "f32", 1, "--outtype f32", 32000},
         // Gemma 4 E-like: multimodal wrapper, PLE, KV sharing, double-wide MLP; sharded BF16.
-        Case{"gemma4", "tiny-e", "bf16", 2, "", 512},
+        CheckpointCase{"gemma4", "tiny-e", "bf16", 2, "", 512},
         // Gemma 4 MoE-like: experts, k_eq_v, per-type KV heads; F16 checkpoint.
-        Case{"gemma4", "tiny-moe", "f16", 1, "", 512}),
+        CheckpointCase{"gemma4", "tiny-moe", "f16", 1, "", 512}),
     [](const auto& p) {
       return testing_util::test_name(p.param.variant + "_" + p.param.dtype +
                                      (p.param.flags.empty() ? "" : "_f32"));

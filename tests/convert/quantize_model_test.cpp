@@ -18,9 +18,7 @@ namespace {
 
 using convert::DType;
 
-std::string stories() {
-  return (testing_util::shared_dir() / "models/stories260K.gguf").string();
-}
+using testing_util::stories_model;
 
 convert::QuantizeOptions options_for(std::string_view type) {
   convert::QuantizeOptions o;
@@ -89,9 +87,9 @@ TEST_P(QuantizeStories, WritesValidGgufWithSourceMetadataAndCloseValues) {
   const std::string out = (dir / "out.gguf").string();
   util::ThreadPool pool(2);
   const auto options = options_for(GetParam());
-  auto result = convert::quantize_model(stories(), out, options, pool, {});
+  auto result = convert::quantize_model(stories_model(), out, options, pool, {});
   ASSERT_TRUE(result.ok()) << result.error().message();
-  auto source = gguf::File::open(stories());
+  auto source = gguf::File::open(stories_model());
   auto written = gguf::File::open(out);
   ASSERT_TRUE(source.ok() && written.ok()) << (written.ok() ? "" : written.error().message());
   // Every key of the source, with its value, plus the file type.
@@ -220,7 +218,7 @@ TEST(QuantizeModel, RefusesToRequantizeUnlessAsked) {
   const auto dir = testing_util::temp_dir();
   util::ThreadPool pool(2);
   const std::string q8 = (dir / "q8.gguf").string();
-  ASSERT_TRUE(convert::quantize_model(stories(), q8, options_for("Q8_0"), pool, {}).ok());
+  ASSERT_TRUE(convert::quantize_model(stories_model(), q8, options_for("Q8_0"), pool, {}).ok());
   auto r = convert::quantize_model(q8, (dir / "q4.gguf").string(), options_for("Q4_0"), pool, {});
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message().find("--allow-requantize"), std::string::npos)
@@ -283,9 +281,9 @@ TEST(QuantizeModel, BadInputIsOneLineNamingTheFile) {
   EXPECT_NE(missing.error().message().find("nope.gguf"), std::string::npos);
   EXPECT_EQ(missing.error().message().find('\n'), std::string::npos);
   auto options = options_for("Q8_0");
-  options.imatrix_path = stories();  // a GGUF, but not an imatrix
+  options.imatrix_path = stories_model();  // a GGUF, but not an imatrix
   auto not_imatrix =
-      convert::quantize_model(stories(), (dir / "o.gguf").string(), options, pool, {});
+      convert::quantize_model(stories_model(), (dir / "o.gguf").string(), options, pool, {});
   ASSERT_FALSE(not_imatrix.ok());
   EXPECT_NE(not_imatrix.error().message().find("not an importance matrix"), std::string::npos)
       << not_imatrix.error().message();

@@ -15,9 +15,7 @@
 
 namespace {
 
-std::string stories() {
-  return (testing_util::shared_dir() / "models/stories260K.gguf").string();
-}
+using testing_util::stories_model;
 
 // The golden cases' token sequences: each prompt followed by its greedy continuation.
 std::vector<std::vector<int32_t>> golden_sequences() {
@@ -110,25 +108,25 @@ Quality compare(const std::vector<std::vector<float>>& base,
 
 // Upper bounds per type, two to three times what was measured (docs/quantize.md): a regression in
 // a quantizer or a mix shows up as a multiple.
-struct Case {
+struct QualityCase {
   std::string type;
   double max_mean_kld;
   double min_top1;
 };
 
 // Quantizes stories260K to each type, compares with F32, prints the docs table, checks bounds.
-void run_cases(const std::vector<Case>& cases) {
+void run_cases(const std::vector<QualityCase>& cases) {
   const auto sequences = golden_sequences();
-  const auto base = all_logits(stories(), sequences);
+  const auto base = all_logits(stories_model(), sequences);
   const auto dir = testing_util::temp_dir();
   util::ThreadPool pool(2);
   std::printf("| type | file bytes | mean KLD (nats) | max KLD | top-1 agreement |\n");
   std::printf("|---|---|---|---|---|\n");
-  for (const Case& c : cases) {
+  for (const QualityCase& c : cases) {
     const std::string out = (dir / (c.type + ".gguf")).string();
     convert::QuantizeOptions options;
     options.mix.file_type = *convert::parse_file_type(c.type);
-    ASSERT_TRUE(convert::quantize_model(stories(), out, options, pool, {}).ok()) << c.type;
+    ASSERT_TRUE(convert::quantize_model(stories_model(), out, options, pool, {}).ok()) << c.type;
     const Quality q = compare(base, all_logits(out, sequences), 512);
     std::printf("| %s | %ju | %.2e | %.2e | %.1f%% |\n", c.type.c_str(),
                 static_cast<uintmax_t>(std::filesystem::file_size(out)), q.mean_kld, q.max_kld,
@@ -138,7 +136,7 @@ void run_cases(const std::vector<Case>& cases) {
   }
 }
 
-const Case kF16{"F16", 1e-6, 0.99}, kBF16{"BF16", 1e-4, 0.98}, kQ8_0{"Q8_0", 6e-4, 0.97},
+const QualityCase kF16{"F16", 1e-6, 0.99}, kBF16{"BF16", 1e-4, 0.98}, kQ8_0{"Q8_0", 6e-4, 0.97},
     kQ6_K{"Q6_K", 6e-4, 0.97}, kQ5_K_M{"Q5_K_M", 2e-2, 0.85}, kQ4_K_M{"Q4_K_M", 2e-2, 0.9},
     kQ4_0{"Q4_0", 1e-1, 0.8}, kIQ4_XS{"IQ4_XS", 8e-2, 0.8}, kQ3_K_M{"Q3_K_M", 8e-2, 0.8},
     kQ2_K{"Q2_K", 1e-1, 0.8};

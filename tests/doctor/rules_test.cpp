@@ -5,11 +5,13 @@
 #include <set>
 
 #include "doctor/rules.h"
+#include "testing/testing.h"
 
 namespace doctor {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20, kGiB = 1ull << 30;
+using testing_util::kGiB;
+using testing_util::kMiB;
 
 // A healthy CPU run of a model larger than the cache, decoding at 90% of its roofline.
 Observations healthy() {

@@ -21,7 +21,7 @@
 namespace doctor {
 namespace {
 
-constexpr uint64_t kMiB = 1ull << 20;
+using testing_util::kMiB;
 
 // A child process that holds `bytes` of touched anonymous memory until killed. Its RSS also counts
 // the pages it shares with this process (at most this process's RSS at the fork: larger under

@@ -68,9 +68,7 @@ engine::Request logits_request(const std::vector<int32_t>& prompt, const std::st
   return r;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing_util::same_bits;
 
 TEST(Adapters, RequestsUnderDifferentAdaptersBatchAndGetTheirSoloLogits) {
   const auto dir = testing_util::temp_dir();

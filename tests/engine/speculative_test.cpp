@@ -128,17 +128,15 @@ std::unique_ptr<engine::Engine> load(const std::string& path, plan::Request requ
   return e.ok() ? std::move(*e) : nullptr;
 }
 
-std::string stories() {
-  return (testing_util::shared_dir() / "models/stories260K.gguf").string();
-}
+using testing_util::stories_model;
 
-struct Outcome {
+struct DraftedOutcome {
   std::vector<int32_t> tokens;
   engine::RequestStats stats;
   int done_calls = 0;
 };
 
-engine::Request request(const std::vector<int32_t>& prompt, int max_tokens, Outcome& out,
+engine::Request request(const std::vector<int32_t>& prompt, int max_tokens, DraftedOutcome& out,
                         int n_draft = -1, float temperature = 0, uint64_t seed = 1) {
   engine::Request r;
   r.prompt = prompt;
@@ -161,11 +159,11 @@ TEST(Speculative, GreedyOutputIsTheGoldenTextAloneAndAmongOthers) {
   const auto cases = testing_util::golden_greedy_cases();
   // Alone, to the end of the context (the golden run's 128 positions).
   auto alone = load(
-      stories(),
+      stories_model(),
       {.n_ctx = 128, .k_type = tensor::DType::kF32, .v_type = tensor::DType::kF32, .n_draft = 6});
   engine::Scheduler s(*alone, kAlwaysDraft);
   for (const auto& g : cases) {
-    Outcome out;
+    DraftedOutcome out;
     ASSERT_EQ(s.submit(request(g.prompt, -1, out)).refusal, engine::Refusal::kNone);
     ASSERT_TRUE(engine::run_until_idle(s).ok());
     EXPECT_EQ(out.tokens, g.generated);
@@ -173,14 +171,14 @@ TEST(Speculative, GreedyOutputIsTheGoldenTextAloneAndAmongOthers) {
     EXPECT_GT(out.stats.n_accepted, 0);
   }
   // Twelve at once in micro-batches of 7: drafts compete with prefill chunks for the budget.
-  auto many = load(stories(), {.n_ctx = 128,
-                               .k_type = tensor::DType::kF16,
-                               .v_type = tensor::DType::kF16,
-                               .n_slots = 12,
-                               .n_ubatch = 7,
-                               .n_draft = 4});
+  auto many = load(stories_model(), {.n_ctx = 128,
+                                     .k_type = tensor::DType::kF16,
+                                     .v_type = tensor::DType::kF16,
+                                     .n_slots = 12,
+                                     .n_ubatch = 7,
+                                     .n_draft = 4});
   engine::Scheduler m(*many, kAlwaysDraft);
-  std::vector<Outcome> outs(12);
+  std::vector<DraftedOutcome> outs(12);
   for (int i = 0; i < 12; ++i) {
     ASSERT_EQ(m.submit(request(cases[i % 2].prompt, 40 + 3 * i, outs[i])).refusal,
               engine::Refusal::kNone);
@@ -206,10 +204,10 @@ TEST(Speculative, GreedyOutputIsTheGoldenTextAloneAndAmongOthers) {
 // estimate exceeds the share. With drafts at no cost it would be asked at every step.
 TEST(Speculative, ADrafterThatKeepsMissingStopsBeingAsked) {
   const auto g = testing_util::golden_greedy_cases()[0];
-  auto e = load(stories(), {.n_ctx = 128, .n_draft = 8});
+  auto e = load(stories_model(), {.n_ctx = 128, .n_draft = 8});
   const int n_vocab = e->spec().n_vocab;
   engine::Scheduler s(*e);
-  Outcome out;
+  DraftedOutcome out;
   engine::Request r = request(g.prompt, -1, out);
   int calls = 0;
   r.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> draft) {
@@ -229,11 +227,11 @@ TEST(Speculative, ADrafterThatKeepsMissingStopsBeingAsked) {
 }
 
 TEST(Speculative, SeededSamplingPicksTheSameTokensWithAndWithoutDrafts) {
-  auto e = load(stories(), {.n_ctx = 128, .n_draft = 5});
+  auto e = load(stories_model(), {.n_ctx = 128, .n_draft = 5});
   const auto prompt = testing_util::golden_greedy_cases()[0].prompt;
   int kept = 0;
   for (uint64_t seed : {1, 2, 3, 4}) {
-    Outcome plain, drafted;
+    DraftedOutcome plain, drafted;
     engine::Scheduler s(*e, kAlwaysDraft);
     ASSERT_EQ(s.submit(request(prompt, 100, plain, 0, 0.8f, seed)).refusal,
               engine::Refusal::kNone);  // this request does not draft
@@ -290,13 +288,13 @@ TEST_P(SpeculativeGemma4, GreedyOutputIsTheSameWithAndWithoutDrafts) {
     ASSERT_NE(e, nullptr);
     ASSERT_EQ(e->plan().uses_gpu(), on_gpu);
     engine::Scheduler s(*e, kAlwaysDraft);
-    Outcome first;
+    DraftedOutcome first;
     ASSERT_EQ(s.submit(request(prompt, kGen, first, 0)).refusal, engine::Refusal::kNone);
     ASSERT_TRUE(engine::run_until_idle(s).ok());
     ASSERT_EQ(first.tokens.size(), static_cast<size_t>(kGen));
     const int n_vocab = e->spec().n_vocab;
     // Three at once: without drafts, with prompt lookup, with the oracle.
-    Outcome plain, lookup, oracle;
+    DraftedOutcome plain, lookup, oracle;
     engine::Request o = request(prompt, kGen, oracle);
     o.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> out) {
       const size_t at = tokens.size() - prompt.size();
@@ -350,7 +348,7 @@ std::string write_assistant(const std::string& target, const std::string& option
 void expect_drafting_leaves_outputs(engine::Engine& e, const std::vector<int32_t>& prompt,
                                     const std::vector<int32_t>& other, int n_gen,
                                     const std::string& label) {
-  Outcome greedy, sampled, greedy_other;
+  DraftedOutcome greedy, sampled, greedy_other;
   {
     engine::Scheduler s(e, kAlwaysDraft);
     ASSERT_EQ(s.submit(request(prompt, n_gen, greedy, 0)).refusal, engine::Refusal::kNone);
@@ -363,7 +361,7 @@ void expect_drafting_leaves_outputs(engine::Engine& e, const std::vector<int32_t
   engine::Scheduler s(e, kAlwaysDraft);
   for (int round = 0; round < 2; ++round) {
     SCOPED_TRACE(testing::Message() << "round " << round);
-    Outcome plain, drafted, drafted_sampled, drafted_other, own;
+    DraftedOutcome plain, drafted, drafted_sampled, drafted_other, own;
     engine::Request mine = request(prompt, n_gen, own);
     mine.drafter = [&](std::span<const int32_t> tokens, std::span<int32_t> out) {
       const size_t at = tokens.size() - prompt.size();
@@ -468,7 +466,7 @@ TEST(SpeculativeAssistant, DraftersThatAgreeByConstructionAreKept) {
                         .n_slots = 2,
                         .n_ubatch = 16,
                         .n_draft = 3};
-  Outcome greedy;
+  DraftedOutcome greedy;
   {
     auto e = load(path, r);
     ASSERT_NE(e, nullptr);
@@ -494,7 +492,7 @@ TEST(SpeculativeAssistant, DraftersThatAgreeByConstructionAreKept) {
       ASSERT_NE(e, nullptr);
       ASSERT_EQ(e->plan().uses_gpu(), gpu);
       engine::Scheduler s(*e, kAlwaysDraft);
-      Outcome drafted;
+      DraftedOutcome drafted;
       ASSERT_EQ(s.submit(request(prompt, kGen, drafted)).refusal, engine::Refusal::kNone);
       ASSERT_TRUE(engine::run_until_idle(s).ok());
       EXPECT_EQ(drafted.tokens, greedy.tokens);
@@ -633,7 +631,7 @@ TEST(SpeculativeDraftModel, TheModelAsItsOwnDraftModelHasEveryDraftKept) {
   ASSERT_TRUE(e.ok()) << e.error().message();
   ASSERT_NE((*e)->draft_model(), nullptr);
   engine::Scheduler s(**e, kAlwaysDraft);
-  Outcome plain_long, plain_short, drafted_long, drafted_short;
+  DraftedOutcome plain_long, plain_short, drafted_long, drafted_short;
   ASSERT_EQ(s.submit(request(long_prompt, kGen, plain_long, 0)).refusal, engine::Refusal::kNone);
   ASSERT_EQ(s.submit(request(short_prompt, kGen, plain_short, 0)).refusal, engine::Refusal::kNone);
   ASSERT_TRUE(engine::run_until_idle(s).ok());
@@ -642,7 +640,7 @@ TEST(SpeculativeDraftModel, TheModelAsItsOwnDraftModelHasEveryDraftKept) {
   ASSERT_TRUE(engine::run_until_idle(s).ok());
   EXPECT_EQ(drafted_long.tokens, plain_long.tokens);
   EXPECT_EQ(drafted_short.tokens, plain_short.tokens);
-  for (const Outcome* o : {&drafted_long, &drafted_short}) {
+  for (const DraftedOutcome* o : {&drafted_long, &drafted_short}) {
     std::printf("[ draft model: itself ] %d of %d drafted tokens kept\n", o->stats.n_accepted,
                 o->stats.n_drafted);
     EXPECT_GT(o->stats.n_drafted, kGen / 2);
@@ -668,7 +666,7 @@ TEST(SpeculativeDraftModel, DraftsAfterAnyHistoryAreTheGreedyContinuation) {
                         .n_draft = 4};  // rewinds of 4 stay in place
   auto e = engine::Engine::load({.model_path = path, .draft_model_path = path, .request = r});
   ASSERT_TRUE(e.ok()) << e.error().message();
-  Outcome greedy, greedy_other;
+  DraftedOutcome greedy, greedy_other;
   {
     engine::Scheduler s(**e);
     ASSERT_EQ(s.submit(request(prompt, 90, greedy, 0)).refusal, engine::Refusal::kNone);
@@ -729,8 +727,9 @@ TEST(SpeculativeDraftModel, DraftsAfterAnyHistoryAreTheGreedyContinuation) {
 TEST(SpeculativeDraftModel, AnotherVocabularyIsRefused) {
   const std::string path = (testing_util::temp_dir() / "tiny-e.gguf").string();
   ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", path));
-  auto e = engine::Engine::load(
-      {.model_path = path, .draft_model_path = stories(), .request = {.n_ctx = 64, .n_draft = 3}});
+  auto e = engine::Engine::load({.model_path = path,
+                                 .draft_model_path = stories_model(),
+                                 .request = {.n_ctx = 64, .n_draft = 3}});
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.error().message().find("does not share the vocabulary"), std::string::npos)
       << e.error().message();

@@ -23,14 +23,6 @@ namespace backend_cases {
 
 // --- The harness --------------------------------------------------------------------------------
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float sd, float mean) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(mean, sd);
-  std::vector<float> v(n);
-  for (float& f : v) f = dist(rng);
-  return v;
-}
-
 void* Rig::allocate(size_t bytes) {
   auto buffer = kernels::Buffer::make(backend_, bytes);
   if (!buffer.ok()) throw SetupError(buffer.error().message());

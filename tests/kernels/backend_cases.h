@@ -24,12 +24,13 @@
 #include "kernels/cpu/dot.h"
 #include "kernels/ops.h"
 #include "tensor/dtype.h"
+#include "testing/testing.h"
 
 namespace backend_cases {
 
 using kernels::DType;
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float sd = 1.0f, float mean = 0.0f);
+using testing_util::random_floats;
 
 // A case could not be set up on a backend (memory refused, a copy failed): the runner reports it.
 struct SetupError : std::runtime_error {

@@ -19,6 +19,7 @@
 #include "tensor/dequantize.h"
 #include "tensor/fp16.h"
 #include "tensor/quantize.h"
+#include "testing/testing.h"
 
 namespace {
 
@@ -27,18 +28,12 @@ using kernels::cpu::Isa;
 using tensor::BlockQ8_K;
 using tensor::DType;
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& f : v) f = dist(rng);
-  return v;
-}
+using testing_util::random_floats;
 
 // rows × cols weights: random normal values through the reference quantizer (Q4_K, Q5_K, Q6_K),
 // or, for IQ4_XS (no quantizer), random bytes with small positive f16 scales, so every level
 // index, sub-block scale (ls − 32 from −32 to 31) and bit pattern occurs.
-std::vector<uint8_t> make_weights(DType type, int64_t rows, int64_t cols, uint32_t seed) {
+std::vector<uint8_t> kquant_weights(DType type, int64_t rows, int64_t cols, uint32_t seed) {
   const size_t row_bytes = static_cast<size_t>(tensor::row_bytes(type, cols));
   std::vector<uint8_t> bytes(row_bytes * rows);
   if (type == DType::kIQ4_XS) {
@@ -126,7 +121,7 @@ TEST_P(CpuDotKquant, MatchesExactProductAndReference) {
       for (int tokens : {1, 3, 17}) {
         SCOPED_TRACE(testing::Message()
                      << "rows " << rows << " cols " << cols << " tokens " << tokens);
-        const auto w = make_weights(type_, rows, cols, static_cast<uint32_t>(rows * 7919 + cols));
+        const auto w = kquant_weights(type_, rows, cols, static_cast<uint32_t>(rows * 7919 + cols));
         const size_t w_row_bytes = static_cast<size_t>(tensor::row_bytes(type_, cols));
         const auto x =
             random_floats(static_cast<size_t>(cols * tokens), static_cast<uint32_t>(cols + tokens));
@@ -182,7 +177,7 @@ TEST_P(CpuDotKquant, MatchesExactProductAndReference) {
 TEST_P(CpuDotKquant, BatchInvariantBitForBit) {
   constexpr int kTokens = 17;
   constexpr int64_t kCols = 4352;
-  const auto w = make_weights(type_, 1, kCols, 3);
+  const auto w = kquant_weights(type_, 1, kCols, 3);
   const auto x = random_floats(static_cast<size_t>(kCols) * kTokens, 11);
   const size_t stride = static_cast<size_t>(tensor::row_bytes(DType::kQ8_K, kCols));
   std::vector<uint8_t> partner(stride * kTokens);

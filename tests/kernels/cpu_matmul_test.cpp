@@ -22,6 +22,7 @@
 #include "tensor/dequantize.h"
 #include "tensor/fp16.h"
 #include "tensor/quantize.h"
+#include "testing/testing.h"
 #include "util/aligned_buffer.h"
 #include "util/thread_pool.h"
 
@@ -32,13 +33,7 @@ using kernels::cpu::DotKernel;
 using kernels::cpu::Isa;
 using tensor::DType;
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(n);
-  for (auto& f : v) f = dist(rng);
-  return v;
-}
+using testing_util::random_floats;
 
 // A weight matrix of `type`: random normal values quantized by the reference quantizer, or, for
 // types without one, random bytes with sane f16 scales (every field then holds random bits).

@@ -21,6 +21,7 @@
 #include "tensor/dequantize.h"
 #include "tensor/dtype.h"
 #include "tensor/quantize.h"
+#include "testing/testing.h"
 
 namespace {
 
@@ -31,13 +32,7 @@ using tensor::DType;
 
 constexpr DType kCacheTypes[] = {DType::kF32, DType::kF16, DType::kQ8_0, DType::kQ4_0};
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float sd = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, sd);
-  std::vector<float> v(n);
-  for (auto& f : v) f = dist(rng);
-  return v;
-}
+using testing_util::random_floats;
 
 bool is_block_type(DType t) {
   return t == DType::kQ8_0 || t == DType::kQ4_0;

@@ -19,6 +19,7 @@
 #include "kernels/act_q8.h"
 #include "kernels/cuda/fused_lanes.h"
 #include "kernels/ref/ref.h"
+#include "testing/testing.h"
 
 namespace {
 
@@ -35,9 +36,7 @@ std::vector<float> random_normal(size_t n, std::mt19937& rng, float mean, float 
   return v;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing_util::same_bits;
 
 // The first index where two float arrays differ in their bits, or −1.
 int64_t first_difference(const std::vector<float>& a, const std::vector<float>& b) {

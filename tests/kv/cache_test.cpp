@@ -164,9 +164,7 @@ class SlidingReuse : public ::testing::Test {
   std::unique_ptr<model::Model> model_;
 };
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing_util::same_bits;
 
 TEST_F(SlidingReuse, APrefixIsReusedOnlyAsFarAsItsWindowIsCached) {
   ASSERT_TRUE(model_);

@@ -22,7 +22,7 @@ namespace {
 
 using namespace mm_testing;
 
-std::vector<float> decode_file(const std::string& name, double max_seconds = 30) {
+std::vector<float> audio_file(const std::string& name, double max_seconds = 30) {
   const auto bytes = testing_util::read_file(data(name));
   auto samples = mm::decode_audio(bytes, 16000, max_seconds);
   EXPECT_TRUE(samples.ok()) << name << ": " << (samples ? "" : samples.error().message());
@@ -58,7 +58,7 @@ TEST(AudioDecode, WavMatchesReferenceReader) {
   const fs::path proj = tiny_projector();
   const Dump ref = read_dump(cached_python(
       "reference_mm.py", fmt::format("audio {} {}", proj.string(), data("speech.wav").string())));
-  const std::vector<float> samples = decode_file("speech.wav");
+  const std::vector<float> samples = audio_file("speech.wav");
   EXPECT_EQ(compare(ref["samples"], samples).max_diff, 0);
   EXPECT_EQ(mm::audio_token_count(static_cast<int64_t>(samples.size())), 30);  // 1.2 s: ⌈1200 / 40⌉
 }
@@ -67,11 +67,11 @@ TEST(AudioDecode, WavMatchesReferenceReader) {
 // that segment's samples exactly. The 8-bit, µ-law and 44.1 kHz stereo versions pass through
 // other rates and coarser samples: same length, and close to the segment.
 TEST(AudioDecode, ReadsOtherWavEncodingsAndFlac) {
-  const std::vector<float> speech = decode_file("speech.wav");
+  const std::vector<float> speech = audio_file("speech.wav");
   ASSERT_GE(speech.size(), 3200u + 8000u);
   const std::span<const float> segment(speech.data() + 3200, 8000);  // sox trim 0.2 0.5
   for (const char* name : {"speech-s24.wav", "speech-f32.wav", "speech.flac"}) {
-    const std::vector<float> s = decode_file(name);
+    const std::vector<float> s = audio_file(name);
     ASSERT_EQ(s.size(), segment.size()) << name;
     EXPECT_EQ(compare(segment, s).max_diff, 0) << name;
   }
@@ -88,13 +88,13 @@ TEST(AudioDecode, ReadsOtherWavEncodingsAndFlac) {
     return std::sqrt(e / r);
   };
   // 44.1 kHz stereo (both channels the segment's first 0.2 s): back at 16 kHz within 2 % RMS.
-  const std::vector<float> stereo = decode_file("speech-stereo-44k.wav");
+  const std::vector<float> stereo = audio_file("speech-stereo-44k.wav");
   EXPECT_NEAR(static_cast<double>(stereo.size()), 3200, 1);
   EXPECT_LT(rms_error(segment.first(3200), stereo), 0.02);
   // 8 kHz versions lose everything above 4 kHz (and 8-bit / µ-law steps): same length, the speech
   // still there.
   for (const char* name : {"speech-u8-8k.wav", "speech-ulaw-8k.wav"}) {
-    const std::vector<float> s = decode_file(name);
+    const std::vector<float> s = audio_file(name);
     EXPECT_NEAR(static_cast<double>(s.size()), 8000, 2) << name;
     EXPECT_LT(rms_error(segment, s), 0.5) << name;
   }
@@ -120,7 +120,7 @@ TEST(AudioDecode, ResamplesToTheEncoderRate) {
   }
 }
 
-std::string decode_error(std::span<const uint8_t> bytes, double max_seconds = 30) {
+std::string audio_decode_error(std::span<const uint8_t> bytes, double max_seconds = 30) {
   auto samples = mm::decode_audio(bytes, 16000, max_seconds);
   EXPECT_FALSE(samples.ok());
   if (samples) return "";
@@ -130,12 +130,12 @@ std::string decode_error(std::span<const uint8_t> bytes, double max_seconds = 30
 
 TEST(AudioDecode, RefusesBadAudioInOneLine) {
   const auto wav = testing_util::read_file(data("speech.wav"));
-  EXPECT_NE(decode_error({}).find("empty"), std::string::npos);
+  EXPECT_NE(audio_decode_error({}).find("empty"), std::string::npos);
   const std::vector<uint8_t> text(100, 'x');
-  EXPECT_NE(decode_error(text).find("cannot read"), std::string::npos);
-  EXPECT_NE(decode_error(std::span(wav).first(30)).find("audio:"), std::string::npos);
+  EXPECT_NE(audio_decode_error(text).find("cannot read"), std::string::npos);
+  EXPECT_NE(audio_decode_error(std::span(wav).first(30)).find("audio:"), std::string::npos);
   // Longer than allowed: refused from the header.
-  EXPECT_NE(decode_error(wav, 0.5).find("longer than"), std::string::npos);
+  EXPECT_NE(audio_decode_error(wav, 0.5).find("longer than"), std::string::npos);
   // A data chunk claiming 2 GB (67 000 s) is read as what the file holds.
   auto huge = wav;
   huge[40] = huge[41] = huge[42] = 0xff;
@@ -176,7 +176,7 @@ TEST_P(AudioStages, MatchReference) {
       "reference_mm.py", fmt::format("audio {} {}{}", proj.string(), data("speech.wav").string(),
                                      c.samples ? fmt::format(" --samples {}", c.samples) : "")));
 
-  std::vector<float> samples = decode_file("speech.wav");
+  std::vector<float> samples = audio_file("speech.wav");
   if (c.samples) samples.resize(c.samples);
   auto mel = mm::log_mel(samples);
   ASSERT_TRUE(mel.ok()) << mel.error().message();
@@ -237,7 +237,7 @@ TEST(AudioEncoder, RefusesDeviceBackendsAndLongClips) {
   kernels::cpu::CpuBackend cpu(pool, 64, 4096);
   auto encoder = mm::AudioEncoder::load(*file, *spec, cpu, 1.0);  // planned for 1 s clips
   ASSERT_TRUE(encoder.ok()) << encoder.error().message();
-  auto mel = mm::log_mel(decode_file("speech.wav"));  // 1.2 s
+  auto mel = mm::log_mel(audio_file("speech.wav"));  // 1.2 s
   ASSERT_TRUE(mel.ok());
   std::vector<float> out(30 * 128);
   auto status = (*encoder)->encode(*mel, out);

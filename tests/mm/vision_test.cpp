@@ -39,7 +39,7 @@ const std::vector<std::string> kImages = {"rose.jpg",
                                           "wizard-rgba.png",
                                           "wizard.png"};
 
-mm::Image decode_file(const std::string& name) {
+mm::Image image_file(const std::string& name) {
   const auto bytes = testing_util::read_file(data(name));
   auto image = mm::decode_image(bytes);
   EXPECT_TRUE(image.ok()) << name << ": " << (image ? "" : image.error().message());
@@ -66,7 +66,7 @@ class ImagePipeline : public ::testing::Test {
 TEST_F(ImagePipeline, DecodeMatchesPilOnEveryShippedImage) {
   ASSERT_NE(dump_, nullptr);
   for (const auto& name : kImages) {
-    const mm::Image image = decode_file(name);
+    const mm::Image image = image_file(name);
     const auto& expected = (*dump_)[name + ".rgb"];
     ASSERT_EQ(expected.size(), image.rgb.size()) << name;
     const Difference d = compare(expected, as_floats(image.rgb));
@@ -82,7 +82,7 @@ TEST_F(ImagePipeline, ResizeMatchesPilBitForBit) {
   v.patch_size = 16;
   v.pooling = 3;
   for (const auto& name : kImages) {
-    const mm::Image image = decode_file(name);
+    const mm::Image image = image_file(name);
     auto size = mm::target_size(image.height, image.width, 16, 3, 70);
     ASSERT_TRUE(size.ok()) << name;
     const mm::Image resized = mm::resize_bicubic(image, size->width, size->height);
@@ -102,7 +102,7 @@ TEST_F(ImagePipeline, PatchesMatchReferencePreprocessor) {
   v.patch_size = 16;
   v.pooling = 3;
   v.n_positions = 1024;
-  const mm::Image image = decode_file(kImages[0]);
+  const mm::Image image = image_file(kImages[0]);
   auto patches = mm::preprocess_image(image, v, 70);
   ASSERT_TRUE(patches.ok()) << patches.error().message();
   const auto& reference = (*dump_)[kImages[0] + ".70.patches"];
@@ -144,7 +144,7 @@ TEST(ImagePreprocess, TargetSizeFollowsTheReferenceRule) {
 
 // --- Bad input -----------------------------------------------------------------------------------
 
-std::string decode_error(std::span<const uint8_t> bytes) {
+std::string image_decode_error(std::span<const uint8_t> bytes) {
   auto image = mm::decode_image(bytes);
   EXPECT_FALSE(image.ok());
   if (image) return "";
@@ -182,36 +182,38 @@ std::vector<uint8_t> jpeg_with_size(std::vector<uint8_t> jpeg, uint16_t width, u
 TEST(ImageDecode, RefusesBadImagesInOneLine) {
   const auto jpeg = testing_util::read_file(data("rose.jpg"));
   const auto png = testing_util::read_file(data("wizard.png"));
-  EXPECT_NE(decode_error({}).find("empty"), std::string::npos);
+  EXPECT_NE(image_decode_error({}).find("empty"), std::string::npos);
   const std::vector<uint8_t> text = {'h', 'e', 'l', 'l', 'o'};
-  EXPECT_NE(decode_error(text).find("not a PNG or JPEG"), std::string::npos);
-  EXPECT_NE(decode_error(testing_util::read_file(data("rose-cmyk.jpg"))).find("CMYK"),
+  EXPECT_NE(image_decode_error(text).find("not a PNG or JPEG"), std::string::npos);
+  EXPECT_NE(image_decode_error(testing_util::read_file(data("rose-cmyk.jpg"))).find("CMYK"),
             std::string::npos);
   // Truncated: the header survives, the pixel data does not.
-  EXPECT_NE(decode_error(std::span(jpeg).first(jpeg.size() / 2)).find("corrupt JPEG"),
+  EXPECT_NE(image_decode_error(std::span(jpeg).first(jpeg.size() / 2)).find("corrupt JPEG"),
             std::string::npos);
-  EXPECT_NE(decode_error(std::span(png).first(png.size() / 2)).find("corrupt PNG"),
+  EXPECT_NE(image_decode_error(std::span(png).first(png.size() / 2)).find("corrupt PNG"),
             std::string::npos);
-  EXPECT_NE(decode_error(std::span(png).first(20)).find("corrupt PNG"), std::string::npos);
+  EXPECT_NE(image_decode_error(std::span(png).first(20)).find("corrupt PNG"), std::string::npos);
   // Corrupt: compressed data overwritten.
   auto bad_png = png;
   for (size_t i = bad_png.size() / 3; i < bad_png.size() / 3 + 64; ++i) bad_png[i] ^= 0x5a;
-  EXPECT_NE(decode_error(bad_png).find("corrupt PNG"), std::string::npos);
+  EXPECT_NE(image_decode_error(bad_png).find("corrupt PNG"), std::string::npos);
   // A chunk longer than the file (a fuzzing finding: libpng allocated the tEXt chunk's declared
   // 1 GB before reading it): refused from the chunk headers, before libpng sees the file.
   auto long_text = std::vector<uint8_t>(png.begin(), png.begin() + 33);  // signature and IHDR
   const uint8_t chunk[] = {0x3e, 0x13, 0x00, 0x25, 't', 'E', 'X', 't', 'a', 'b', 'c'};
   long_text.insert(long_text.end(), std::begin(chunk), std::end(chunk));
-  const std::string long_error = decode_error(long_text);
+  const std::string long_error = image_decode_error(long_text);
   EXPECT_NE(long_error.find("corrupt PNG: the tEXt chunk claims 1041432613 bytes"),
             std::string::npos)
       << long_error;
   auto bad_jpeg = jpeg;
   for (size_t i = bad_jpeg.size() / 2; i < bad_jpeg.size() / 2 + 64; ++i) bad_jpeg[i] = 0xff;
-  EXPECT_NE(decode_error(bad_jpeg).find("corrupt JPEG"), std::string::npos);
+  EXPECT_NE(image_decode_error(bad_jpeg).find("corrupt JPEG"), std::string::npos);
   // Enormous: refused from the header, before any pixel is decoded.
-  EXPECT_NE(decode_error(png_with_size(png, 100000, 100000)).find("megapixels"), std::string::npos);
-  EXPECT_NE(decode_error(jpeg_with_size(jpeg, 60000, 60000)).find("megapixels"), std::string::npos);
+  EXPECT_NE(image_decode_error(png_with_size(png, 100000, 100000)).find("megapixels"),
+            std::string::npos);
+  EXPECT_NE(image_decode_error(jpeg_with_size(jpeg, 60000, 60000)).find("megapixels"),
+            std::string::npos);
   auto header = mm::read_image_header(jpeg);
   ASSERT_TRUE(header.ok());
   EXPECT_EQ(header->width, 280);
@@ -255,7 +257,7 @@ TEST_P(VisionStages, MatchReference) {
   auto encoder = mm::VisionEncoder::load(*file, *spec, *backend, 70);
   ASSERT_TRUE(encoder.ok()) << encoder.error().message();
 
-  const mm::Image image = decode_file("rose.jpg");
+  const mm::Image image = image_file("rose.jpg");
   auto patches = mm::preprocess_image(image, *spec->vision, 70);
   ASSERT_TRUE(patches.ok()) << patches.error().message();
   std::map<std::string, std::vector<float>> stages;

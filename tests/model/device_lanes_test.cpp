@@ -56,9 +56,7 @@ std::vector<float> run(Loaded& r, const std::vector<int32_t>& ids, int prefill, 
   return testing_util::logits_of_passes(r, ids, prefill, ubatch, n_vocab);
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing_util::same_bits;
 
 // run(), with each position's hidden state into hidden ([ids][n_embd]).
 std::vector<float> run_hidden(Loaded& r, const std::vector<int32_t>& ids, const model::Spec& spec,

@@ -150,14 +150,14 @@ TEST(LoraAdapter, RefusesAnAdapterOfTheVOnALayerWhoseVIsItsK) {
 }
 
 // A model with adapter slots on `ops` (and, split, its first n_host layers on `host`).
-struct Loaded {
+struct AdapterModel {
   std::unique_ptr<model::Model> model;
   std::optional<kv::Cache> cache;
 };
 
-Loaded load(const Base& b, kernels::Backend& ops, model::LoraLimits lora,
-            kernels::Backend* host = nullptr, int n_host = 0, int n_slots = 1) {
-  Loaded r;
+AdapterModel load(const Base& b, kernels::Backend& ops, model::LoraLimits lora,
+                  kernels::Backend* host = nullptr, int n_host = 0, int n_slots = 1) {
+  AdapterModel r;
   const model::Placement placement = model::place(*b.spec, ops.host_memory() ? 0 : 1, n_host);
   auto m = model::load_model(*b.file, *b.spec, ops,
                              {.max_batch = 9, .host = host, .placement = placement, .lora = lora});
@@ -174,8 +174,8 @@ Loaded load(const Base& b, kernels::Backend& ops, model::LoraLimits lora,
 
 // Every position's logits of `ids` in slot 0 under adapter `slot` at `scale` (−1: none):
 // micro-batches of 5 for the first 12 tokens, then one token per pass.
-std::vector<float> logits_under(Loaded& r, const std::vector<int32_t>& ids, int slot, float scale,
-                                int n_vocab) {
+std::vector<float> logits_under(AdapterModel& r, const std::vector<int32_t>& ids, int slot,
+                                float scale, int n_vocab) {
   std::vector<float> logits(ids.size() * n_vocab);
   EXPECT_TRUE(r.cache->reserve(0, static_cast<int>(ids.size())));
   for (size_t start = 0; start < ids.size();) {
@@ -198,16 +198,14 @@ std::vector<float> logits_under(Loaded& r, const std::vector<int32_t>& ids, int 
   return logits;
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+using testing_util::same_bits;
 
 TEST(LoraSlots, HoldWhatWasPlannedAndFreeOnDetach) {
   const Base b = open_base("llama", "stories260K");
   ASSERT_TRUE(b.spec);
   util::ThreadPool pool(1);
   kernels::cpu::CpuBackend cpu(pool, 9, model::max_matmul_cols(*b.spec));
-  Loaded r = load(b, cpu, {.max_loras = 2, .max_rank = 4});
+  AdapterModel r = load(b, cpu, {.max_loras = 2, .max_rank = 4});
   ASSERT_TRUE(r.model);
   EXPECT_EQ(r.model->lora_pool_bytes(),
             2 * model::lora_slot_bytes(*b.spec, 4, [](int) { return true; }));
@@ -252,7 +250,7 @@ TEST_P(LoraLanes, DeviceAndSplitPassesGiveTheCpuLogits) {
   const model::LoraLimits lora{.max_loras = 1, .max_rank = adapter->max_rank()};
 
   kernels::cpu::CpuBackend cpu(pool, 9, cols);
-  Loaded on_cpu = load(b, cpu, lora);
+  AdapterModel on_cpu = load(b, cpu, lora);
   ASSERT_TRUE(on_cpu.model);
   const auto base_logits = logits_under(on_cpu, ids, -1, 0, spec.n_vocab);
   on_cpu.cache->release(0);
@@ -272,7 +270,7 @@ TEST_P(LoraLanes, DeviceAndSplitPassesGiveTheCpuLogits) {
     SCOPED_TRACE("layers on the host: " + std::to_string(n_host));
     testing_util::EmulatedGpu gpu(pool, 9, cols);
     kernels::cpu::CpuBackend host(pool, 9, cols);
-    Loaded dev = load(b, gpu, lora, n_host > 0 ? &host : nullptr, n_host);
+    AdapterModel dev = load(b, gpu, lora, n_host > 0 ? &host : nullptr, n_host);
     ASSERT_TRUE(dev.model);
     auto s = dev.model->attach_lora(*adapter);
     ASSERT_TRUE(s.ok());
@@ -306,7 +304,7 @@ TEST_P(LoraLanes, MixedAdaptersInOnePassGiveEachItsSoloLogits) {
     kernels::cpu::CpuBackend cpu(pool, 9, cols);
     testing_util::EmulatedGpu gpu(pool, 9, cols);
     kernels::Backend& ops = device ? static_cast<kernels::Backend&>(gpu) : cpu;
-    Loaded r = load(b, ops, lora, nullptr, 0, /*n_slots=*/3);
+    AdapterModel r = load(b, ops, lora, nullptr, 0, /*n_slots=*/3);
     ASSERT_TRUE(r.model);
     const int sa = *r.model->attach_lora(*a), sb = *r.model->attach_lora(*bb);
     const int adapter_of[3] = {sa, sb, -1};

@@ -11,13 +11,6 @@
 
 namespace {
 
-struct Loaded {
-  gguf::File file;
-  model::Spec spec;
-  std::unique_ptr<model::Model> model;
-  kv::Cache cache;
-};
-
 class Stories260K : public ::testing::TestWithParam<tensor::DType> {
  protected:
   static nlohmann::json golden() {

@@ -13,12 +13,12 @@ namespace {
 
 using namespace mm_testing;
 
-struct Opened {
+struct TextModel {
   std::shared_ptr<gguf::File> file;
   model::Spec spec;
 };
 
-Opened open_text(const std::string& shape) {
+TextModel open_text(const std::string& shape) {
   auto w =
       model::synth_writer({.arch = "gemma4", .shape = shape, .type = "f16", .no_weights = true});
   EXPECT_TRUE(w.ok()) << w.error().message();
@@ -26,7 +26,7 @@ Opened open_text(const std::string& shape) {
   EXPECT_TRUE(w->write(path.string()).ok());
   auto file = gguf::File::open(path.string());
   EXPECT_TRUE(file.ok());
-  Opened o{std::make_shared<gguf::File>(std::move(*file)), {}};
+  TextModel o{std::make_shared<gguf::File>(std::move(*file)), {}};
   auto spec = model::spec_from_gguf(*o.file);
   EXPECT_TRUE(spec.ok());
   o.spec = *spec;
@@ -70,7 +70,7 @@ const plan::Item* find(const plan::Plan& p, std::string_view name, plan::ItemKin
 }
 
 TEST(PlanMedia, PricesEachEncoderWhereItRuns) {
-  const Opened text = open_text("tiny-e");
+  const TextModel text = open_text("tiny-e");
   auto proj_file = gguf::File::open(tiny_projector().string());
   ASSERT_TRUE(proj_file.ok());
   auto proj = mm::projector_from_gguf(*proj_file);
@@ -106,7 +106,7 @@ TEST(PlanMedia, PricesEachEncoderWhereItRuns) {
 // An image is evaluated in one micro-batch (its tokens may attend each other both ways), beside one
 // decoding token per other slot: 1120 + 3 for four slots.
 TEST(PlanMedia, RaisesTheMicroBatchToHoldAWholeImage) {
-  const Opened text = open_text("tiny-e");
+  const TextModel text = open_text("tiny-e");
   auto proj_file = gguf::File::open(tiny_projector().string());
   auto proj = mm::projector_from_gguf(*proj_file);
   ASSERT_TRUE(proj.ok());
@@ -128,7 +128,7 @@ TEST(PlanMedia, RaisesTheMicroBatchToHoldAWholeImage) {
 // values, full 2 × 64 = 128; f16 KV. 280 image tokens: sliding layers hold at most W = 8 of them.
 //   sliding 3 × 8 × (128 + 128) B = 6144; full 2 × 280 × (256 + 256) B = 286720 → 292864 B.
 TEST(PlanMedia, AnImageCostsItsTokensOfContextAndKv) {
-  const Opened text = open_text("tiny-e");
+  const TextModel text = open_text("tiny-e");
   auto proj_file = gguf::File::open(tiny_projector().string());
   auto proj = mm::projector_from_gguf(*proj_file);
   ASSERT_TRUE(proj.ok());
@@ -141,7 +141,7 @@ TEST(PlanMedia, AnImageCostsItsTokensOfContextAndKv) {
 }
 
 TEST(PlanMedia, RefusesAProjectorForAnotherModel) {
-  const Opened text = open_text("tiny-e");
+  const TextModel text = open_text("tiny-e");
   auto proj_file = gguf::File::open(tiny_projector("--text-embd 64").string());
   auto proj = mm::projector_from_gguf(*proj_file);
   ASSERT_TRUE(proj.ok());

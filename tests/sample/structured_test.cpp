@@ -12,6 +12,7 @@
 #include "sample/json_schema.h"
 #include "sample/regex.h"
 #include "testing/testing.h"
+#include "vocabularies.h"
 
 namespace {
 
@@ -247,13 +248,7 @@ TEST(Schema, UnsupportedFeaturesAreRefusedByName) {
 
 // ---- Masks on real vocabularies -------------------------------------------------------------
 
-tokenizer::Tokenizer load_tokenizer(const std::filesystem::path& path) {
-  auto file = gguf::File::open(path.string());
-  EXPECT_TRUE(file.ok()) << path;
-  auto tok = tokenizer::Tokenizer::from_gguf(*file);
-  EXPECT_TRUE(tok.ok());
-  return std::move(*tok);
-}
+using sample_tests::load_tokenizer;
 
 // The allowed set computed naively: every token's bytes fed to a copy of the automaton.
 std::vector<bool> naive_allowed(const tokenizer::Tokenizer& tok, const sample::Grammar& g, std::string_view text) {

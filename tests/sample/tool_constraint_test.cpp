@@ -16,18 +16,13 @@
 #include "model/synth.h"
 #include "sample/tool_constraint.h"
 #include "testing/testing.h"
+#include "vocabularies.h"
 
 namespace {
 
 using nlohmann::ordered_json;
 
-tokenizer::Tokenizer load_tokenizer(const std::filesystem::path& path) {
-  auto file = gguf::File::open(path.string());
-  EXPECT_TRUE(file.ok()) << path;
-  auto tok = tokenizer::Tokenizer::from_gguf(*file);
-  EXPECT_TRUE(tok.ok());
-  return std::move(*tok);
-}
+using sample_tests::load_tokenizer;
 
 // synth's Gemma 4 vocabulary (a tiny-e header; the weights are left unwritten).
 tokenizer::Tokenizer gemma4_tokenizer() {

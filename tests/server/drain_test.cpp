@@ -15,10 +15,8 @@ namespace {
 using namespace server_test;
 using namespace std::chrono_literals;
 
-std::string completion_request(const json& body, const std::string& extra_headers = "") {
-  const std::string text = body.dump();
-  return "POST /v1/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
-         extra_headers + "Content-Length: " + std::to_string(text.size()) + "\r\n\r\n" + text;
+std::string json_completion_request(const json& body) {
+  return completion_request(body.dump());
 }
 
 // Waits for the first streamed event of a response on `c`.
@@ -79,15 +77,15 @@ TEST(Drain, RunningAndQueuedRequestsFinishWhileHealthSaysDraining) {
   ASSERT_TRUE(client.read_response(10s));
   // A long stream holds the one slot; a second request waits behind it.
   RawClient running(port), queued(port);
-  running.send(completion_request({{"prompt", "Once upon a time"},
-                                   {"max_tokens", 2000},
-                                   {"stream", true},
-                                   {"temperature", 1},
-                                   {"seed", 1},
-                                   {"stream_options", {{"include_usage", true}}}}));
+  running.send(json_completion_request({{"prompt", "Once upon a time"},
+                                        {"max_tokens", 2000},
+                                        {"stream", true},
+                                        {"temperature", 1},
+                                        {"seed", 1},
+                                        {"stream_options", {{"include_usage", true}}}}));
   wait_for_first_event(running);
-  queued.send(
-      completion_request({{"prompt", golden()[0].prompt}, {"max_tokens", 8}, {"temperature", 0}}));
+  queued.send(json_completion_request(
+      {{"prompt", golden()[0].prompt}, {"max_tokens", 8}, {"temperature", 0}}));
   wait_until_queued(s, 1);
 
   std::thread drainer([&] { s.server().drain(60s); });
@@ -98,7 +96,7 @@ TEST(Drain, RunningAndQueuedRequestsFinishWhileHealthSaysDraining) {
   EXPECT_EQ(health->status, 503);
   EXPECT_EQ(json::parse(health->body)["status"], "draining");
   EXPECT_TRUE(health->has_header("Connection: close"));
-  client.send(completion_request({{"prompt", "Once"}, {"max_tokens", 2}}));
+  client.send(json_completion_request({{"prompt", "Once"}, {"max_tokens", 2}}));
   const auto refused = client.read_response(10s);
   ASSERT_TRUE(refused);
   EXPECT_EQ(refused->status, 503);
@@ -126,13 +124,13 @@ TEST(Drain, PastTheDeadlineStreamsEndProperlyAndUnstartedRequestsGet503) {
   Running s(small(1, 8192));
   const int port = s.port();
   RawClient running(port), queued(port);
-  running.send(completion_request({{"prompt", "Once upon a time"},
-                                   {"max_tokens", 8000},
-                                   {"stream", true},
-                                   {"temperature", 1},
-                                   {"stream_options", {{"include_usage", true}}}}));
+  running.send(json_completion_request({{"prompt", "Once upon a time"},
+                                        {"max_tokens", 8000},
+                                        {"stream", true},
+                                        {"temperature", 1},
+                                        {"stream_options", {{"include_usage", true}}}}));
   wait_for_first_event(running);
-  queued.send(completion_request({{"prompt", "Once"}, {"max_tokens", 8}, {"stream", true}}));
+  queued.send(json_completion_request({{"prompt", "Once"}, {"max_tokens", 8}, {"stream", true}}));
   wait_until_queued(s, 1);
 
   std::thread drainer([&] { s.server().drain(1ms); });

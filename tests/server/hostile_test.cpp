@@ -31,11 +31,6 @@ server::ServerOptions hostile_options(
   return o;
 }
 
-std::string completion_request(const std::string& body, const std::string& extra_headers = "") {
-  return "POST /v1/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
-         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-}
-
 // One request on a fresh connection; the responses it got before the server closed or `limit`.
 std::vector<RawResponse> round_trip(int port, const std::string& bytes,
                                     std::chrono::milliseconds limit = 20s) {

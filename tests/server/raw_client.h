@@ -26,6 +26,15 @@ struct RawResponse {
   bool has_header(std::string_view line) const { return head.find(line) != std::string::npos; }
 };
 
+// The bytes of a POST /v1/completions request carrying `body`, `extra_headers` (each line ending
+// in \r\n) before its Content-Length.
+inline std::string completion_request(std::string_view body,
+                                      const std::string& extra_headers = "") {
+  return "POST /v1/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
+         extra_headers + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+         std::string(body);
+}
+
 // The response at the start of `bytes` if it is complete; `consumed` gets its length. A response
 // with neither Content-Length nor chunked encoding is complete only when `closed`.
 inline std::optional<RawResponse> parse_response(std::string_view bytes, size_t* consumed,

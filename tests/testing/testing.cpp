@@ -10,6 +10,7 @@
 #include <cstring>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -26,6 +27,12 @@ std::filesystem::path binary_dir() {
 }
 std::filesystem::path headroom_binary() {
   return binary_dir() / "apps" / "headroom" / "headroom";
+}
+std::string headroom() {
+  return headroom_binary().string();
+}
+std::string stories_model() {
+  return (shared_dir() / "models/stories260K.gguf").string();
 }
 
 namespace {
@@ -173,6 +180,12 @@ int run_command(const std::string& command, std::string* out, std::string* err) 
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+Ran run_headroom(const std::string& args) {
+  Ran r;
+  r.rc = run_command(headroom() + " " + args, &r.out, &r.err);
+  return r;
+}
+
 ScopedEnv::ScopedEnv(std::string name, const std::optional<std::string>& value)
     : name_(std::move(name)) {
   if (const char* old = std::getenv(name_.c_str())) previous_ = old;
@@ -193,6 +206,18 @@ std::vector<int32_t> spread_token_ids(int n) {
   std::vector<int32_t> ids(n);
   for (int i = 0; i < n; ++i) ids[i] = (37 * i + 11) % 500 + 3;
   return ids;
+}
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float sd, float mean) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(mean, sd);
+  std::vector<float> v(n);
+  for (float& f : v) f = dist(rng);
+  return v;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 std::string test_name(std::string value) {

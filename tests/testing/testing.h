@@ -9,6 +9,8 @@
 
 namespace testing_util {
 
+inline constexpr uint64_t kMiB = uint64_t{1} << 20, kGiB = uint64_t{1} << 30;
+
 // ../shared beside the repository (models, vocabularies, known-answer data).
 std::filesystem::path shared_dir();
 // The repository root (models/, tests/data/ …).
@@ -16,6 +18,10 @@ std::filesystem::path source_dir();
 // The build directory (the headroom binary lives at binary_dir()/apps/headroom/headroom).
 std::filesystem::path binary_dir();
 std::filesystem::path headroom_binary();
+// headroom_binary() as a string, to start a command line with.
+std::string headroom();
+// The shipped stories260K model (shared/models), the real model most tests load.
+std::string stories_model();
 // A fresh empty directory under the system temp dir, unique to this test (emptied on every call;
 // removed when the test passes).
 std::filesystem::path temp_dir();
@@ -33,6 +39,10 @@ std::string read_text(const std::filesystem::path& path);
 // n token ids spread over the first 503 of a vocabulary (every synth model has more), the same
 // for every test that compares two ways of evaluating one model.
 std::vector<int32_t> spread_token_ids(int n);
+// n values drawn from N(mean, sd²) by std::mt19937 seeded with `seed`: the same for every caller.
+std::vector<float> random_floats(size_t n, uint32_t seed, float sd = 1.0f, float mean = 0.0f);
+// Whether two float vectors hold the same bits (the same length and memcmp-equal).
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b);
 // A parameter value as a gtest name: "tiny-e" → "tiny_e".
 std::string test_name(std::string value);
 
@@ -49,6 +59,14 @@ bool has_transparent_huge_pages();
 
 // Runs a shell command; returns its exit status and fills stdout (and stderr if asked).
 int run_command(const std::string& command, std::string* out, std::string* err = nullptr);
+
+// How a command ended and what it printed.
+struct Ran {
+  int rc = -1;
+  std::string out, err;
+};
+// Runs `headroom ARGS`, ARGS being the rest of a shell command line.
+Ran run_headroom(const std::string& args);
 
 // Sets (or, with nullopt, unsets) an environment variable for a scope and restores it after, so
 // one test's HEADROOM_NVML_LIB does not leak into the next when gtest runs them in one process.

@@ -9,8 +9,9 @@
 namespace {
 
 using nlohmann::json;
+using testing_util::Ran;
 
-testing_util::Ran inspect(const std::string& args) {
+Ran inspect(const std::string& args) {
   return testing_util::run_headroom("inspect " + args);
 }
 
@@ -27,7 +28,7 @@ std::string squash(const std::string& s) {
 }
 
 TEST(InspectCli, TextOnStories260K) {
-  testing_util::Ran r = inspect(stories_model());
+  Ran r = inspect(stories_model());
   ASSERT_EQ(r.rc, 0) << r.err;
   const std::string text = squash(r.out);
   for (const char* expected : {
@@ -62,7 +63,7 @@ TEST(InspectCli, TextOnStories260K) {
 }
 
 TEST(InspectCli, JsonOnStories260K) {
-  testing_util::Ran r = inspect(stories_model() + " --json");
+  Ran r = inspect(stories_model() + " --json");
   ASSERT_EQ(r.rc, 0) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["file_bytes"], 1185376);
@@ -166,7 +167,7 @@ std::string write_tiny_e(const std::filesystem::path& dir, std::vector<float>& r
 TEST(InspectCli, Gemma4KvGeometryAndSharing) {
   std::vector<float> rope_freqs;
   const std::string path = write_tiny_e(testing_util::temp_dir(), rope_freqs);
-  testing_util::Ran r = inspect(path + " --json");
+  Ran r = inspect(path + " --json");
   ASSERT_EQ(r.rc, 0) << r.err;
   const json a = json::parse(r.out)["architecture"];
   ASSERT_FALSE(a.contains("error")) << a["error"];
@@ -204,7 +205,7 @@ TEST(InspectCli, Gemma4KvGeometryAndSharing) {
   EXPECT_EQ(totals["by_class"][1]["class"], "per-layer embedding");
   EXPECT_EQ(totals["by_class"][1]["bytes"], 128 * 512 / 32 * 34);
 
-  testing_util::Ran text = inspect(path);
+  Ran text = inspect(path);
   ASSERT_EQ(text.rc, 0) << text.err;
   const std::string t = squash(text.out);
   for (const char* expected : {
@@ -245,7 +246,7 @@ TEST(InspectCli, Gemma4E2BKvBytesMatchSpec) {
         gguf::MetaValue::array_strings(std::vector<std::string>(262144, "t")));
   const std::string path = (testing_util::temp_dir() / "e2b-meta.gguf").string();
   ASSERT_TRUE(w.write(path).ok());
-  testing_util::Ran r = inspect(path + " --json");
+  Ran r = inspect(path + " --json");
   ASSERT_EQ(r.rc, 0) << r.err;
   const json a = json::parse(r.out)["architecture"];
   ASSERT_FALSE(a.contains("error")) << a["error"];
@@ -265,7 +266,7 @@ TEST(InspectCli, Gemma4E2BKvBytesMatchSpec) {
 TEST(InspectCli, MalformedFileGivesOneLineErrorAndExit2) {
   const auto path = testing_util::source_dir() / "tests/data/gguf-malformed/tensor-overlap.gguf";
   for (const char* flags : {"", " --json"}) {
-    testing_util::Ran r = inspect(path.string() + flags);
+    Ran r = inspect(path.string() + flags);
     EXPECT_EQ(r.rc, 2);
     EXPECT_EQ(r.out, "") << "stdout must stay empty for a bad file";
     EXPECT_EQ(r.err.rfind("gguf: " + path.string() + ": offset ", 0), 0u) << r.err;
@@ -273,7 +274,7 @@ TEST(InspectCli, MalformedFileGivesOneLineErrorAndExit2) {
     ASSERT_FALSE(r.err.empty());
     EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "one line: " << r.err;
   }
-  testing_util::Ran missing = inspect("/nonexistent/model.gguf");
+  Ran missing = inspect("/nonexistent/model.gguf");
   EXPECT_EQ(missing.rc, 2);
   EXPECT_EQ(missing.out, "");
   EXPECT_NE(missing.err.find("cannot open /nonexistent/model.gguf"), std::string::npos);
@@ -286,14 +287,14 @@ TEST(InspectCli, HostileStringsAreEscaped) {
   w.set("tokenizer.ggml.tokens", gguf::MetaValue::array_strings({"\xc3", "ok", "\x7f"}));
   const std::string path = (testing_util::temp_dir() / "hostile.gguf").string();
   ASSERT_TRUE(w.write(path).ok());
-  testing_util::Ran text = inspect(path);
+  Ran text = inspect(path);
   ASSERT_EQ(text.rc, 0) << text.err;
   EXPECT_EQ(text.out.find('\x1b'), std::string::npos);
   EXPECT_NE(text.out.find("\"bad\\xff utf8 \\x1b[2J and\\nnewline\""), std::string::npos)
       << text.out;
   EXPECT_NE(text.out.find("[\"\\xc3\", \"ok\", \"\\x7f\"]"), std::string::npos) << text.out;
   EXPECT_NE(text.out.find("Architecture: none"), std::string::npos) << text.out;
-  testing_util::Ran j = inspect(path + " --json");
+  Ran j = inspect(path + " --json");
   ASSERT_EQ(j.rc, 0) << j.err;
   const json doc = json::parse(j.out);  // throws on invalid UTF-8
   EXPECT_EQ(doc["metadata"]["general.name"]["value"], "bad\xef\xbf\xbd utf8 \x1b[2J and\nnewline");

@@ -20,11 +20,8 @@ using testing_util::Ran;
 
 // `headroom ARGS` seeing the GPUs of the NVML library at `nvml_lib`.
 Ran headroom_with_nvml(const std::string& nvml_lib, const std::string& args) {
-  Ran r;
-  r.rc = testing_util::run_command(
-      "HEADROOM_NVML_LIB=" + nvml_lib + " " + testing_util::headroom() + " " + args, &r.out,
-      &r.err);
-  return r;
+  const testing_util::ScopedEnv nvml("HEADROOM_NVML_LIB", nvml_lib);
+  return testing_util::run_headroom(args);
 }
 
 size_t count(const std::string& text, const std::string& what) {

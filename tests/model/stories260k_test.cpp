@@ -14,11 +14,14 @@ namespace {
 class Stories260K : public ::testing::TestWithParam<tensor::DType> {
  protected:
   static nlohmann::json golden() {
-    return nlohmann::json::parse(testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
+    return nlohmann::json::parse(
+        testing_util::read_text(testing_util::shared_dir() / "models/stories260K.golden.json"));
   }
 };
 
-int argmax(const std::vector<float>& v) { return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin()); }
+int argmax(const std::vector<float>& v) {
+  return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
+}
 
 // Prefills the prompt in micro-batches of `ubatch`, then decodes greedily to n_positions.
 void run_case(const nlohmann::json& c, tensor::DType kv_type, int ubatch) {
@@ -30,8 +33,11 @@ void run_case(const nlohmann::json& c, tensor::DType kv_type, int ubatch) {
   auto m = model::load_model(*file, *spec, ops, {.max_batch = ubatch});
   ASSERT_TRUE(m.ok()) << m.error().message();
   const int n_positions = c["n_positions"];
-  auto cache = kv::Cache::create(model::kv_layers(*spec),
-                                 {.n_ctx = n_positions, .n_ubatch = ubatch, .n_slots = 1, .k_type = kv_type, .v_type = kv_type});
+  auto cache = kv::Cache::create(model::kv_layers(*spec), {.n_ctx = n_positions,
+                                                           .n_ubatch = ubatch,
+                                                           .n_slots = 1,
+                                                           .k_type = kv_type,
+                                                           .v_type = kv_type});
   ASSERT_TRUE(cache.ok()) << cache.error().message();
   ASSERT_TRUE(cache->reserve(0, n_positions));
 
@@ -56,8 +62,11 @@ void run_case(const nlohmann::json& c, tensor::DType kv_type, int ubatch) {
   // each 32-value block's max — here a block spans all four 8-wide KV heads, so small heads are
   // quantized coarsely — and moves them by up to 3.2% (measured); greedy ids then drift after a
   // few dozen tokens, so only f32 and f16 must reproduce the whole golden continuation.
-  const float tolerance = kv_type == tensor::DType::kF32 ? 1e-4f : kv_type == tensor::DType::kF16 ? 2e-3f : 5e-2f;
-  EXPECT_LE(max_diff / max_abs, tolerance) << "max |Δlogit| " << max_diff << " of max |logit| " << max_abs;
+  const float tolerance = kv_type == tensor::DType::kF32   ? 1e-4f
+                          : kv_type == tensor::DType::kF16 ? 2e-3f
+                                                           : 5e-2f;
+  EXPECT_LE(max_diff / max_abs, tolerance)
+      << "max |Δlogit| " << max_diff << " of max |logit| " << max_abs;
   if (kv_type == tensor::DType::kQ8_0) return;
 
   // Greedy continuation: every generated id equals the golden one.
@@ -68,7 +77,8 @@ void run_case(const nlohmann::json& c, tensor::DType kv_type, int ubatch) {
     generated.push_back(next);
     if (pos >= n_positions) break;
     int32_t p = pos, s = 0;
-    model::Batch batch{.tokens = std::span(&next, 1), .pos = std::span(&p, 1), .slot = std::span(&s, 1)};
+    model::Batch batch{
+        .tokens = std::span(&next, 1), .pos = std::span(&p, 1), .slot = std::span(&s, 1)};
     ASSERT_TRUE((*m)->forward(batch, *cache, logits.data()).ok());
     next = argmax(logits);
   }
@@ -86,7 +96,10 @@ TEST_P(Stories260K, GreedyIdsAndLogitsMatchGolden) {
 }
 
 INSTANTIATE_TEST_SUITE_P(KvTypes, Stories260K,
-                         ::testing::Values(tensor::DType::kF32, tensor::DType::kF16, tensor::DType::kQ8_0),
-                         [](const auto& p) { return std::string(gguf::tensor_type_name(p.param)); });
+                         ::testing::Values(tensor::DType::kF32, tensor::DType::kF16,
+                                           tensor::DType::kQ8_0),
+                         [](const auto& p) {
+                           return std::string(gguf::tensor_type_name(p.param));
+                         });
 
 }  // namespace

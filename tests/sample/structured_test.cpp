@@ -41,14 +41,28 @@ TEST(Regex, MatchesLikePythonFullmatch) {
     bool match;
   };
   const Case cases[] = {
-      {"[a-z]+", "hello", true},        {"[a-z]+", "Hello", false},     {"[a-z]+", "", false},
-      {"\\d{3}-\\d{4}", "555-1234", true}, {"\\d{3}-\\d{4}", "55-1234", false},
-      {"(ab|cd)*e?", "abcdab", true},    {"(ab|cd)*e?", "abce", false},  {"(ab|cd)*e?", "cde", true},
-      {"a{2,3}", "a", false},           {"a{2,3}", "aaa", true},        {"a{2,3}", "aaaa", false},
-      {"a{2,}", "aaaaa", true},         {"[^0-9]x", "ax", true},        {"[^0-9]x", "5x", false},
-      {"[^0-9]x", "éx", true},          {"\\w+@\\w+\\.com", "me@ex.com", true},
-      {".", "\n", false},               {".", "€", true},               {"colou?r", "color", true},
-      {"(?:x|y)z", "yz", true},         {"[\\d.]+", "3.14", true},      {"\\u00e9", "é", true},
+      {"[a-z]+", "hello", true},
+      {"[a-z]+", "Hello", false},
+      {"[a-z]+", "", false},
+      {"\\d{3}-\\d{4}", "555-1234", true},
+      {"\\d{3}-\\d{4}", "55-1234", false},
+      {"(ab|cd)*e?", "abcdab", true},
+      {"(ab|cd)*e?", "abce", false},
+      {"(ab|cd)*e?", "cde", true},
+      {"a{2,3}", "a", false},
+      {"a{2,3}", "aaa", true},
+      {"a{2,3}", "aaaa", false},
+      {"a{2,}", "aaaaa", true},
+      {"[^0-9]x", "ax", true},
+      {"[^0-9]x", "5x", false},
+      {"[^0-9]x", "éx", true},
+      {"\\w+@\\w+\\.com", "me@ex.com", true},
+      {".", "\n", false},
+      {".", "€", true},
+      {"colou?r", "color", true},
+      {"(?:x|y)z", "yz", true},
+      {"[\\d.]+", "3.14", true},
+      {"\\u00e9", "é", true},
   };
   for (const auto& c : cases) {
     auto re = sample::Regex::compile(c.pattern, false);
@@ -70,7 +84,8 @@ TEST(Regex, SearchSemanticsAndAnchors) {
 }
 
 TEST(Regex, RefusesWhatItCannotDoExactly) {
-  for (const char* p : {"(?=a)b", "(a)\\1", "a\\bb", "a^b", "(?i)a", "[[:alpha:]]", "\\p{L}", "[^\\d]", "a**"}) {
+  for (const char* p :
+       {"(?=a)b", "(a)\\1", "a\\bb", "a^b", "(?i)a", "[[:alpha:]]", "\\p{L}", "[^\\d]", "a**"}) {
     auto re = sample::Regex::compile(p, true);
     EXPECT_FALSE(re.ok()) << p;
   }
@@ -79,7 +94,8 @@ TEST(Regex, RefusesWhatItCannotDoExactly) {
 }
 
 TEST(Schema, ObjectsRequiredOptionalAndOrder) {
-  const auto g = grammar(R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
+  const auto g =
+      grammar(R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer"},
                             "tags":{"type":"array","items":{"type":"string"},"maxItems":2}},"required":["name"]})");
   EXPECT_TRUE(accepts(g, R"({"name":"Ann"})"));
   EXPECT_TRUE(accepts(g, R"({"name":"Ann","age":3,"tags":["a","b"]})"));
@@ -87,7 +103,8 @@ TEST(Schema, ObjectsRequiredOptionalAndOrder) {
   EXPECT_TRUE(accepts(g, "{\n  \"name\": \"Ann\",\n  \"age\": -12\n}"));
   EXPECT_FALSE(accepts(g, R"({"age":3})")) << "name is required";
   EXPECT_FALSE(accepts(g, R"({"name":"Ann","tags":["a","b","c"]})")) << "maxItems 2";
-  EXPECT_FALSE(accepts(g, R"({"name":"Ann","extra":1})")) << "no additionalProperties when properties are listed";
+  EXPECT_FALSE(accepts(g, R"({"name":"Ann","extra":1})"))
+      << "no additionalProperties when properties are listed";
   EXPECT_FALSE(accepts(g, R"({"name":"Ann","age":3.5})")) << "integer";
   EXPECT_FALSE(accepts(g, R"({"name":"Ann","age":01})")) << "leading zero is not JSON";
   EXPECT_FALSE(accepts(g, R"({"age":3,"name":"Ann"})")) << "policy: declared order";
@@ -114,12 +131,12 @@ TEST(Schema, StringsLengthsEscapesAndUtf8) {
   EXPECT_FALSE(accepts(g, R"("a")"));
   EXPECT_TRUE(accepts(g, R"("ab")"));
   EXPECT_TRUE(accepts(g, "\"h\xC3\xA9!\""));  // é counts as one code point
-  EXPECT_TRUE(accepts(g, R"("a\n\u00e9")"));   // escapes count as one each
+  EXPECT_TRUE(accepts(g, R"("a\n\u00e9")"));  // escapes count as one each
   EXPECT_FALSE(accepts(g, R"("abcd")"));
-  EXPECT_FALSE(accepts(g, "\"a\x01\""));  // raw control character
-  EXPECT_FALSE(accepts(g, "\"a\xC3\""));  // cut UTF-8
+  EXPECT_FALSE(accepts(g, "\"a\x01\""));         // raw control character
+  EXPECT_FALSE(accepts(g, "\"a\xC3\""));         // cut UTF-8
   EXPECT_FALSE(accepts(g, "\"\xED\xA0\x80\""));  // surrogate in UTF-8
-  EXPECT_FALSE(accepts(g, R"("\ud800x")"));       // lone surrogate escape
+  EXPECT_FALSE(accepts(g, R"("\ud800x")"));      // lone surrogate escape
   EXPECT_FALSE(accepts(g, R"("\q")"));
   // maxLength reached forces the closing quote: the only live byte.
   sample::GrammarState s(&g);
@@ -156,8 +173,10 @@ TEST(Schema, FormatsAndPatterns) {
 
 TEST(Schema, NumbersAndIntegerBounds) {
   const auto number = grammar(R"({"type":"number"})");
-  for (const char* ok : {"0", "-0", "12", "1.5", "-0.25e+10", "3E7"}) EXPECT_TRUE(accepts(number, ok)) << ok;
-  for (const char* bad : {"01", "1.", ".5", "+1", "1e", "--1", "NaN"}) EXPECT_FALSE(accepts(number, bad)) << bad;
+  for (const char* ok : {"0", "-0", "12", "1.5", "-0.25e+10", "3E7"})
+    EXPECT_TRUE(accepts(number, ok)) << ok;
+  for (const char* bad : {"01", "1.", ".5", "+1", "1e", "--1", "NaN"})
+    EXPECT_FALSE(accepts(number, bad)) << bad;
   const auto bounded = grammar(R"({"type":"integer","minimum":-5,"exclusiveMaximum":120})");
   for (int v = -30; v <= 300; ++v) {
     EXPECT_EQ(accepts(bounded, std::to_string(v)), v >= -5 && v < 120) << v;
@@ -169,8 +188,10 @@ TEST(Schema, NumbersAndIntegerBounds) {
 
 TEST(Schema, EnumsConstsTypeArraysAnyOfOneOfRefs) {
   const auto e = grammar(R"({"enum":["red","green",1,12,null,{"a":[true]}]})");
-  for (const char* ok : {R"("red")", R"("green")", "1", "12", "null", R"({"a":[true]})"}) EXPECT_TRUE(accepts(e, ok)) << ok;
-  for (const char* bad : {R"("blue")", "2", "123", R"({"a":[false]})"}) EXPECT_FALSE(accepts(e, bad)) << bad;
+  for (const char* ok : {R"("red")", R"("green")", "1", "12", "null", R"({"a":[true]})"})
+    EXPECT_TRUE(accepts(e, ok)) << ok;
+  for (const char* bad : {R"("blue")", "2", "123", R"({"a":[false]})"})
+    EXPECT_FALSE(accepts(e, bad)) << bad;
   const auto c = grammar(R"({"type":"object","properties":{"k":{"const":"v"}},"required":["k"]})");
   EXPECT_TRUE(accepts(c, R"({"k":"v"})"));
   EXPECT_FALSE(accepts(c, R"({"k":"w"})"));
@@ -178,7 +199,8 @@ TEST(Schema, EnumsConstsTypeArraysAnyOfOneOfRefs) {
   EXPECT_TRUE(accepts(nullable, "null"));
   EXPECT_TRUE(accepts(nullable, R"("x")"));
   EXPECT_FALSE(accepts(nullable, R"("xy")"));
-  const auto any_of = grammar(R"({"anyOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
+  const auto any_of =
+      grammar(R"({"anyOf":[{"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]},
                                             {"type":"object","properties":{"a":{"type":"string"}},"required":["a"]}]})");
   EXPECT_TRUE(accepts(any_of, R"({"a":1})"));
   EXPECT_TRUE(accepts(any_of, R"({"a":"1"})"));
@@ -215,13 +237,16 @@ TEST(Schema, UnsupportedFeaturesAreRefusedByName) {
       {R"({"not":{}})", "'not'"},
       {R"({"if":{},"then":{}})", "'if'"},
       {R"({"allOf":[{"type":"string"},{"maxLength":3}]})", "'allOf with more than one schema'"},
-      {R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]})", "oneOf with branches that may match"},
+      {R"({"oneOf":[{"type":"string"},{"type":"string","maxLength":2}]})",
+       "oneOf with branches that may match"},
       {R"({"type":"number","minimum":0})", "'minimum' on type 'number'"},
       {R"({"type":"string","format":"ipv4"})", "'format 'ipv4''"},
       {R"({"type":"string","pattern":"x(?!a)b"})", "pattern feature"},
-      {R"({"type":"string","pattern":"a","maxLength":3})", "'minLength/maxLength' together with 'pattern'"},
+      {R"({"type":"string","pattern":"a","maxLength":3})",
+       "'minLength/maxLength' together with 'pattern'"},
       {R"({"$ref":"https://example.com/s.json"})", "only local"},
-      {R"({"type":"object","properties":{"a":{}},"required":["b"]})", "required property 'b' not listed"},
+      {R"({"type":"object","properties":{"a":{}},"required":["b"]})",
+       "required property 'b' not listed"},
       {R"({"type":"object","properties":{"a":false}})", "'false schema' at /properties/a"},
       {R"({"$ref":"#/$defs/a","$defs":{"a":{"$ref":"#/$defs/a"}}})", "left recursion"},
       {R"({"type":"string","contentEncoding":"base64"})", "'contentEncoding'"},
@@ -233,7 +258,8 @@ TEST(Schema, UnsupportedFeaturesAreRefusedByName) {
   auto tok = tokenizer::Tokenizer::from_gguf(*file);
   ASSERT_TRUE(tok.ok());
   for (const auto& c : cases) {
-    const nlohmann::json rf = {{"type", "json_schema"}, {"json_schema", {{"schema", nlohmann::json::parse(c.schema)}}}};
+    const nlohmann::json rf = {{"type", "json_schema"},
+                               {"json_schema", {{"schema", nlohmann::json::parse(c.schema)}}}};
     auto r = sample::compile_response_format(rf, *tok);
     ASSERT_FALSE(r.ok()) << c.schema;
     EXPECT_NE(r.error().message().find(c.message), std::string::npos) << r.error().message();
@@ -251,7 +277,8 @@ TEST(Schema, UnsupportedFeaturesAreRefusedByName) {
 using sample_tests::load_tokenizer;
 
 // The allowed set computed naively: every token's bytes fed to a copy of the automaton.
-std::vector<bool> naive_allowed(const tokenizer::Tokenizer& tok, const sample::Grammar& g, std::string_view text) {
+std::vector<bool> naive_allowed(const tokenizer::Tokenizer& tok, const sample::Grammar& g,
+                                std::string_view text) {
   sample::GrammarState state(&g);
   EXPECT_TRUE(state.feed(text));
   std::vector<bool> allowed(tok.n_vocab(), false);
@@ -269,9 +296,11 @@ std::vector<bool> naive_allowed(const tokenizer::Tokenizer& tok, const sample::G
   return allowed;
 }
 
-void check_masks_along_random_walks(const tokenizer::Tokenizer& tok, const char* response_format, int walks) {
+void check_masks_along_random_walks(const tokenizer::Tokenizer& tok, const char* response_format,
+                                    int walks) {
   const auto rf = ordered_json::parse(response_format);
-  auto g = rf["type"] == "json_object" ? sample::any_json_object_grammar() : grammar(rf["json_schema"]["schema"].dump());
+  auto g = rf["type"] == "json_object" ? sample::any_json_object_grammar()
+                                       : grammar(rf["json_schema"]["schema"].dump());
   std::mt19937 rng(42);
   for (int w = 0; w < walks; ++w) {
     auto c = sample::compile_response_format(rf, tok);
@@ -285,11 +314,13 @@ void check_masks_along_random_walks(const tokenizer::Tokenizer& tok, const char*
       std::vector<int32_t> allowed;
       for (int32_t id = 0; id < tok.n_vocab(); ++id) {
         const bool is_allowed = !std::isinf(logits[id]);
-        ASSERT_EQ(is_allowed, expected[id]) << "token " << id << " '" << tok.piece(id) << "' after '" << text << "'";
+        ASSERT_EQ(is_allowed, expected[id])
+            << "token " << id << " '" << tok.piece(id) << "' after '" << text << "'";
         if (is_allowed) allowed.push_back(id);
       }
       ASSERT_FALSE(allowed.empty()) << "no token allowed after '" << text << "'";
-      const int32_t pick = allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
+      const int32_t pick =
+          allowed[std::uniform_int_distribution<size_t>(0, allowed.size() - 1)(rng)];
       if (tok.is_end_of_generation(pick)) {
         EXPECT_TRUE((*c)->complete(generated));
         break;
@@ -300,7 +331,8 @@ void check_masks_along_random_walks(const tokenizer::Tokenizer& tok, const char*
   }
 }
 
-constexpr const char* kPersonFormat = R"({"type":"json_schema","json_schema":{"schema":{"type":"object",
+constexpr const char* kPersonFormat =
+    R"({"type":"json_schema","json_schema":{"schema":{"type":"object",
     "properties":{"name":{"type":"string","maxLength":6},"age":{"type":"integer","minimum":0,"maximum":120},
     "mood":{"enum":["happy","sad"]},"born":{"type":"string","format":"date"},
     "pets":{"type":"array","items":{"type":"string","pattern":"^[a-z]+$"},"maxItems":2}},
@@ -313,7 +345,8 @@ TEST(Mask, MatchesNaiveOnSentencePieceVocab) {
 }
 
 TEST(Mask, MatchesNaiveOnGpt2Vocab) {
-  const auto tok = load_tokenizer(testing_util::shared_dir() / "models/vocab/ggml-vocab-gpt-2.gguf");
+  const auto tok =
+      load_tokenizer(testing_util::shared_dir() / "models/vocab/ggml-vocab-gpt-2.gguf");
   check_masks_along_random_walks(tok, kPersonFormat, 2);
   check_masks_along_random_walks(tok, R"({"type":"json_object"})", 2);
 }
@@ -332,8 +365,8 @@ TEST(Mask, ControlTokensNeverAllowedAndIncrementalMatchesFresh) {
     for (int32_t id = 0; id < tok.n_vocab(); ++id) {
       const std::string piece = tok.piece(id);
       const auto type = tok.token_type(id);  // stories260K spells '{' only as a byte token
-      if ((type == tokenizer::TokenType::kNormal || type == tokenizer::TokenType::kByte) && piece.size() > best_len &&
-          doc.compare(pos, piece.size(), piece) == 0) {
+      if ((type == tokenizer::TokenType::kNormal || type == tokenizer::TokenType::kByte) &&
+          piece.size() > best_len && doc.compare(pos, piece.size(), piece) == 0) {
         best = id;
         best_len = piece.size();
       }
@@ -359,7 +392,8 @@ TEST(Mask, ControlTokensNeverAllowedAndIncrementalMatchesFresh) {
   EXPECT_TRUE((*incremental)->complete(ids));
   std::vector<float> last(tok.n_vocab(), 1.0f);
   (*incremental)->mask(last, ids);
-  for (int32_t id = 0; id < tok.n_vocab(); ++id) EXPECT_EQ(!std::isinf(last[id]), tok.is_end_of_generation(id)) << id;
+  for (int32_t id = 0; id < tok.n_vocab(); ++id)
+    EXPECT_EQ(!std::isinf(last[id]), tok.is_end_of_generation(id)) << id;
 }
 
 }  // namespace

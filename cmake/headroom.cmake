@@ -20,6 +20,21 @@ function(headroom_warnings target)
   endif()
 endfunction()
 
+# lld links where the compiler can use it: the sanitized build's executables are ~170 MB each, and
+# GNU ld took ~4x as long to link them (headroom: 6.3 s against 1.7 s), on a cold CI run's
+# critical path. Without lld the default linker links, and configure says so.
+option(HEADROOM_LLD "Link with lld when the compiler can use it" ON)
+if(HEADROOM_LLD)
+  include(CheckLinkerFlag)
+  check_linker_flag(CXX -fuse-ld=lld HEADROOM_HAVE_LLD)
+  if(HEADROOM_HAVE_LLD)
+    add_link_options($<$<LINK_LANGUAGE:C,CXX>:-fuse-ld=lld>)
+  else()
+    message(STATUS "lld not found: linking with the default linker, more slowly "
+                   "(scripts/setup.sh installs lld)")
+  endif()
+endif()
+
 # Fuzzing instruments every library for coverage and ASan + UBSan; only the fuzz targets link
 # libFuzzer's main (fuzz/CMakeLists.txt).
 if(HEADROOM_FUZZ)

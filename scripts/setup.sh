@@ -7,7 +7,7 @@ packages=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libfmt-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libboost1.81-dev
   libpng-dev libjpeg62-turbo-dev libsndfile1-dev libsamplerate0-dev
-  clang libclang-rt-14-dev
+  clang libclang-rt-14-dev lld
   python3 python3-jinja2 python3-jsonschema python3-numpy python3-pil python3-yaml haproxy
   chromium
 )

@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-constexpr const char* kPython = "/usr/bin/python3";  // Debian's, which has python3-jinja2
+using testing_util::kPython;
 
 std::tm oracle_now() {  // jinja_oracle.py fixes strftime_now() at 2025-01-15 10:30:00
   std::tm t{};

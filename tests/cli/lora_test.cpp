@@ -20,10 +20,10 @@ using testing_util::stories_model;
 std::string write_adapter(const std::filesystem::path& dir, int rank) {
   const auto path = dir / ("adapter-r" + std::to_string(rank) + ".gguf");
   std::string out, err;
-  const std::string command =
-      "/usr/bin/python3 " +
-      (testing_util::source_dir() / "tests/reference/write_lora_adapter.py").string() + " " +
-      stories_model() + " -o " + path.string() + " --rank " + std::to_string(rank);
+  const std::string command = std::string(testing_util::kPython) + " " +
+                              testing_util::reference_script("write_lora_adapter.py").string() +
+                              " " + stories_model() + " -o " + path.string() + " --rank " +
+                              std::to_string(rank);
   EXPECT_EQ(testing_util::run_command(command, &out, &err), 0) << command << "\n" << err;
   return path.string();
 }

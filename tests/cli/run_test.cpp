@@ -60,12 +60,8 @@ TEST(Run, ADraftModelLeavesTheTextAsItIsAndIsPlanned) {
                 headroom() + " synth --arch gemma4 --shape tiny-e -o " + target, &out, &err),
             0)
       << err;
-  const auto script = testing_util::source_dir() / "tests/reference/write_assistant.py";
-  ASSERT_EQ(testing_util::run_command("/usr/bin/python3 " + script.string() + " " + target +
-                                          " -o " + drafter + " --n-embd 64",
-                                      &out, &err),
-            0)
-      << err;
+  testing_util::write_assistant(target, drafter);
+  ASSERT_FALSE(HasFailure());
   const std::string run =
       headroom() + " run -m " + target + " -p 'Once upon a time' -n 24 --temp 0";
   std::string plain, plain_err, drafted, drafted_err;

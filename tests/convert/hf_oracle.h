@@ -14,13 +14,13 @@
 
 namespace hf_oracle {
 
-inline constexpr const char* kPython = "/usr/bin/python3";
+using testing_util::kPython;
 // f32 arithmetic on the very values the f64 reference reads: the tolerance of the model oracle
 // tests (tests/model/gemma4_oracle_test.cpp), 1e-4 of the largest logit.
 inline constexpr double kTol = 1e-4;
 
 inline std::string reference_script(const char* name) {
-  return (testing_util::source_dir() / "tests/reference" / name).string();
+  return testing_util::reference_script(name).string();
 }
 
 inline void run_or_fail(const std::string& command) {

@@ -330,13 +330,9 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 // A Gemma 4 assistant drafter for the target at `target` (tests/reference/write_assistant.py;
 // `options` are that script's).
-std::string write_assistant(const std::string& target, const std::string& options = "") {
+std::string assistant_for(const std::string& target, const std::string& options = "") {
   const std::string path = target + ".assistant.gguf";
-  const auto script = testing_util::source_dir() / "tests/reference/write_assistant.py";
-  std::string out, err;
-  const std::string command = "/usr/bin/python3 " + script.string() + " " + target + " -o " + path +
-                              " --n-embd 64 " + options;
-  EXPECT_EQ(testing_util::run_command(command, &out, &err), 0) << command << "\n" << out << err;
+  testing_util::write_assistant(target, path, "--n-embd 64 " + options);
   return path;
 }
 
@@ -410,7 +406,7 @@ TEST_P(SpeculativeAssistant, OutputIsTheSameWithAndWithoutTheDrafter) {
   const Case& c = GetParam();
   const auto path = (testing_util::temp_dir() / (c.shape + ".gguf")).string();
   ASSERT_NO_FATAL_FAILURE(write_gemma4(c.shape, path));
-  const std::string drafter = write_assistant(path);
+  const std::string drafter = assistant_for(path);
   const auto prompt = testing_util::spread_token_ids(20);
   constexpr int kGen = 60;
   for (int ubatch : {8, 64}) {
@@ -485,7 +481,7 @@ TEST(SpeculativeAssistant, DraftersThatAgreeByConstructionAreKept) {
   }
   for (const std::string input : {"token", "hidden"}) {
     const std::string drafter =
-        write_assistant(path, "--oracle " + seq_file.string() + " --oracle-input " + input);
+        assistant_for(path, "--oracle " + seq_file.string() + " --oracle-input " + input);
     for (bool gpu : {false, true}) {
       SCOPED_TRACE(input + " oracle" + (gpu ? " on a GPU" : ""));
       auto e = load(path, r, gpu, drafter);
@@ -515,7 +511,7 @@ TEST(SpeculativeAssistant, BesideASplitPlanItIsRefused) {
   const fs::path dir = testing_util::temp_dir();
   const std::string path = (dir / "tiny-e.gguf").string();
   ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", path));
-  const std::string drafter = write_assistant(path);
+  const std::string drafter = assistant_for(path);
   engine::EngineOptions o{.model_path = path,
                           .draft_model_path = drafter,
                           .request = {.n_ctx = 64, .n_ubatch = 8, .ple_on_host = true}};

@@ -89,11 +89,12 @@ TEST(GgufMalformed, SeedCorpusIsValidAndRoundTrips) {
 
 // The committed fixtures are what the committed script writes (so the script stays the truth).
 TEST(GgufMalformed, FixturesMatchTheirGenerator) {
-  if (testing_util::run_command("/usr/bin/python3 --version", nullptr) != 0) {
-    GTEST_SKIP() << "/usr/bin/python3 is not installed (scripts/setup.sh installs it)";
+  const std::string python = testing_util::kPython;
+  if (testing_util::run_command(python + " --version", nullptr) != 0) {
+    GTEST_SKIP() << python << " is not installed (scripts/setup.sh installs it)";
   }
   const fs::path out = testing_util::temp_dir();
-  const std::string cmd = "/usr/bin/python3 " +
+  const std::string cmd = python + " " +
                           (testing_util::source_dir() / "scripts/gen_gguf_fixtures.py").string() +
                           " --out " + out.string() + " 2>&1";
   std::string log;

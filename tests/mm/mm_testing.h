@@ -21,13 +21,9 @@ namespace mm_testing {
 
 namespace fs = std::filesystem;
 
-// Debian's interpreter, which has python3-numpy and python3-pil (scripts/setup.sh); a pyenv
-// python3 earlier on PATH may not.
-inline constexpr const char* kPython = "/usr/bin/python3";
+using testing_util::kPython;
+using testing_util::reference_script;
 
-inline fs::path reference_script(const std::string& name) {
-  return testing_util::source_dir() / "tests/reference" / name;
-}
 inline fs::path data(const std::string& name) {
   return testing_util::source_dir() / "tests/data/mm" / name;
 }

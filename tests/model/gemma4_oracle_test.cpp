@@ -24,9 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing_util::run_command;
 
-// Debian's interpreter, which has python3-numpy (scripts/setup.sh); a pyenv python3 on PATH may
-// not.
-constexpr const char* kPython = "/usr/bin/python3";
+using testing_util::kPython;
 constexpr int kVocab = 512;  // every tiny shape and stories260K
 constexpr int kWindow = 8;   // W of the tiny Gemma 4 shapes (spec §7.1)
 constexpr int kMaxTokens = 40;
@@ -88,7 +86,7 @@ std::vector<float> reference_logits(const fs::path& model, const std::vector<int
                                     const fs::path& dir, const std::string& kv_type = "f32",
                                     const std::string& lora = "") {
   const fs::path out = dir / "reference.f32";
-  const fs::path script = testing_util::source_dir() / "tests/reference/reference_model.py";
+  const fs::path script = testing_util::reference_script("reference_model.py");
   const std::string command = std::string(kPython) + " " + script.string() + " " + model.string() +
                               " --ids " + join_ids(ids, ids.size()) + " -o " + out.string() +
                               (kv_type == "f32" ? "" : " --kv-type " + kv_type) +
@@ -254,8 +252,8 @@ TEST_P(LoraOracle, LogitsEqualMergedWeightsReference) {
   const fs::path adapter = dir / "adapter.gguf";
   ASSERT_NO_FATAL_FAILURE(
       run_or_fail(std::string(kPython) + " " +
-                  (testing_util::source_dir() / "tests/reference/write_lora_adapter.py").string() +
-                  " " + model.string() + " -o " + adapter.string() + " " + c.adapter));
+                  testing_util::reference_script("write_lora_adapter.py").string() + " " +
+                  model.string() + " -o " + adapter.string() + " " + c.adapter));
   const std::string lora = adapter.string() + ":" + c.scale;
   const std::vector<int> ids = test_ids(kMaxTokens);
   const std::vector<float> base = reference_logits(model, ids, dir);

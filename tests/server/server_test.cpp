@@ -152,13 +152,8 @@ TEST(Server, AnAssistantDrafterLeavesConcurrentCompletionsAsTheyAre) {
   auto w = model::synth_writer({.arch = "gemma4", .shape = "tiny-e"});
   ASSERT_TRUE(w.ok());
   ASSERT_TRUE(w->write(target).ok());
-  std::string out, err;
-  const auto script = testing_util::source_dir() / "tests/reference/write_assistant.py";
-  ASSERT_EQ(testing_util::run_command("/usr/bin/python3 " + script.string() + " " + target +
-                                          " -o " + drafter + " --n-embd 64",
-                                      &out, &err),
-            0)
-      << err;
+  testing_util::write_assistant(target, drafter);
+  ASSERT_FALSE(HasFailure());
   drafted_completions(target, drafter);
 }
 

@@ -23,12 +23,10 @@
 
 namespace testing_util {
 
-inline constexpr const char* kNumpyPython = "/usr/bin/python3";  // Debian's, with python3-numpy
-
-// Whether kNumpyPython imports numpy (the reference writers need it).
+// Whether kPython imports numpy (the reference writers need it).
 inline bool have_numpy() {
   std::string out, err;
-  return run_command(std::string(kNumpyPython) + " -c 'import numpy'", &out, &err) == 0;
+  return run_command(std::string(kPython) + " -c 'import numpy'", &out, &err) == 0;
 }
 
 struct AssistantFiles {
@@ -47,12 +45,8 @@ inline AssistantFiles write_assistant_files(const std::string& shape,
   EXPECT_TRUE(w.ok()) << w.error().message();
   if (!w.ok()) return f;
   EXPECT_TRUE(w->write(f.target.string()).ok());
-  const std::filesystem::path script = source_dir() / "tests/reference/write_assistant.py";
-  const std::string command = std::string(kNumpyPython) + " " + script.string() + " " +
-                              f.target.string() + " -o " + f.drafter.string() + " --type " +
-                              weight_type + " --n-embd 64 --output-norm-scale 16";
-  std::string out, err;
-  EXPECT_EQ(run_command(command, &out, &err), 0) << command << "\n" << out << err;
+  write_assistant(f.target, f.drafter,
+                  "--type " + weight_type + " --n-embd 64 --output-norm-scale 16");
   return f;
 }
 
@@ -108,8 +102,8 @@ inline std::vector<float> reference_steps(const AssistantFiles& f,
     return s;
   };
   const std::filesystem::path out = dir / "assistant-reference.f32";
-  const std::filesystem::path script = source_dir() / "tests/reference/reference_assistant.py";
-  const std::string command = std::string(kNumpyPython) + " " + script.string() + " " +
+  const std::filesystem::path script = reference_script("reference_assistant.py");
+  const std::string command = std::string(kPython) + " " + script.string() + " " +
                               f.target.string() + " " + f.drafter.string() + " --ids " +
                               joined(prompt) + " --tokens " + joined(tokens) + " -o " +
                               out.string() + " --kv-type " + kv;

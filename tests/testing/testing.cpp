@@ -180,6 +180,19 @@ int run_command(const std::string& command, std::string* out, std::string* err) 
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::filesystem::path reference_script(const std::string& name) {
+  return source_dir() / "tests/reference" / name;
+}
+
+void write_assistant(const std::filesystem::path& target, const std::filesystem::path& drafter,
+                     const std::string& options) {
+  const std::string command = std::string(kPython) + " " +
+                              reference_script("write_assistant.py").string() + " " +
+                              target.string() + " -o " + drafter.string() + " " + options;
+  std::string out, err;
+  EXPECT_EQ(run_command(command, &out, &err), 0) << command << "\n" << out << err;
+}
+
 Ran run_headroom(const std::string& args) {
   Ran r;
   r.rc = run_command(headroom() + " " + args, &r.out, &r.err);

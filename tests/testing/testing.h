@@ -60,6 +60,16 @@ bool has_transparent_huge_pages();
 // Runs a shell command; returns its exit status and fills stdout (and stderr if asked).
 int run_command(const std::string& command, std::string* out, std::string* err = nullptr);
 
+// Debian's interpreter, with the packages the reference scripts import (python3-numpy, -pil,
+// -jinja2: scripts/setup.sh); a pyenv python3 earlier on PATH may lack them.
+inline constexpr const char* kPython = "/usr/bin/python3";
+// tests/reference/NAME: the independent references and the test-file writers, in Python.
+std::filesystem::path reference_script(const std::string& name);
+// A random Gemma 4 assistant drafter for the model at `target`, written to `drafter` by
+// tests/reference/write_assistant.py with that script's `options`; fails the test where it fails.
+void write_assistant(const std::filesystem::path& target, const std::filesystem::path& drafter,
+                     const std::string& options = "--n-embd 64");
+
 // How a command ended and what it printed.
 struct Ran {
   int rc = -1;

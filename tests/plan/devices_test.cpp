@@ -4,12 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 namespace plan {
 namespace {
@@ -148,6 +150,22 @@ TEST_F(BandwidthCache, ADamagedFileIsMeasuredAgain) {
   EXPECT_GT(cpu_bandwidth(kThreads, &source), 1e8);
   EXPECT_NE(source.find("none was cached"), std::string::npos) << source;
   EXPECT_TRUE(read().contains(key()));
+}
+
+TEST_F(BandwidthCache, AReaderNeverSeesAHalfWrittenFile) {
+  seed(kSentinel);
+  std::atomic<bool> done{false};
+  std::thread writer([&] {  // another headroom rewriting the figure, over and over
+    while (!done) remember_cpu_bandwidth(kThreads, {.bytes_per_second = kSentinel});
+  });
+  int reads = 0;
+  std::string source;
+  for (; reads < 3000; ++reads) {
+    if (cpu_bandwidth(kThreads, &source) != kSentinel) break;
+  }
+  done = true;
+  writer.join();
+  EXPECT_EQ(reads, 3000) << "read " << reads << " times, then: " << source;
 }
 
 // The largest cache level sysfs lists, read here on its own: the independent truth CPUID must

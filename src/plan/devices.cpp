@@ -335,10 +335,9 @@ uint64_t measure_cache_bytes(int threads, double ram_bytes_per_second) {
     return measure_cpu_bandwidth(threads, bytes) >= kCacheOverRam * ram_bytes_per_second;
   };
   // Every CPU caches 1 MiB, so "no cache at all" is confirmed twice, 20 ms apart: another process
-  // can only slow a read down, and one disturbed 1 MiB read (in a test run, the page cache
-  // refilling beside it) made the doctor judge stories260K against RAM's roofline (roofline.below
-  // on a healthy machine). Larger sizes are read once: retrying them would let a disturbed RAM
-  // figure pass a size off as cached.
+  // can only slow a read down, and one disturbed 1 MiB read (caught in a test run) made the doctor
+  // judge stories260K against RAM's roofline (roofline.below on a healthy machine). Larger sizes
+  // are read once: retrying them would let a disturbed RAM figure pass a size off as cached.
   constexpr uint64_t kFirst = uint64_t{1} << 20;
   bool first_fits = reads_above_ram(kFirst);
   for (int retry = 0; retry < 2 && !first_fits; ++retry) {

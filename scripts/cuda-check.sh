@@ -27,10 +27,14 @@
 #   CUDA_CHECK_E2E_RECORDED  the benches' HEADROOM_RECORD_PASSES values (default "0 1": op by op,
 #                        then with each decode step replayed as a CUDA graph)
 #   CUDA_CHECK_DRAFT     speculative decoding per model (default 1; 0 skips): tg128 with up to 4
-#                        drafts a step by prompt lookup and by an always-right drafter; and on the
-#                        first model a Gemma 4 assistant drafter on the GPU (random, E2B
-#                        assistant-shaped, written by tests/reference/write_assistant.py where the
-#                        machine's python3 has numpy): tg128 drafting 3 with it, its steps' cost
+#                        drafts a step by prompt lookup and by an always-right drafter; the first
+#                        model as a small draft model (its own KV cache on the GPU) of each model,
+#                        itself included; on the first model a Gemma 4 assistant drafter on the GPU
+#                        (random, E2B assistant-shaped, written by tests/reference/write_assistant.py
+#                        where the machine's python3 has numpy): tg128 drafting 3 with it, its
+#                        steps' cost; and E2B drafting for 31B, both Q4_K_M of `synth --no-weights`
+#                        (zeros: both pick token 0, so every draft is kept: the cost side of a
+#                        small draft model beside a big target)
 #   CUDA_CHECK_PEER      a llama-bench built with CUDA for this GPU (default: none): the same files,
 #                        whole model on the GPU, flash attention, pp512/tg128 at depth 0 and 4096
 #   CUDA_CHECK_SPLITS    the split runs (default 1; 0 skips)
@@ -51,7 +55,7 @@ logs=${2:-$build/cuda-check}
 budget=${CUDA_CHECK_BUDGET_S:-570}
 kernel_tests=$build/tests/kernels/cuda_backend_tests
 cases_tests=$build/tests/kernels/backend_cases_tests
-lane_tests=(cuda_lanes_tests cuda_attention_lanes_tests cuda_fused_lanes_tests)
+lane_tests=(cuda_lanes_tests cuda_attention_lanes_tests cuda_fused_lanes_tests cuda_lora_lanes_tests)
 model_tests=$build/tests/model/cuda_model_tests
 bench=$build/bench/kernels/cuda_matvec_bench
 headroom=$build/apps/headroom/headroom
@@ -94,12 +98,13 @@ gtest_counts() {
 step() {
   local name=$1 limit=$2
   shift 2
-  local arg
-  for arg in "$@"; do  # the command, or the binary a tool (compute-sanitizer) runs
-    if [[ $arg == "$build"/* && ! -e $arg ]]; then
+  local arg previous=
+  for arg in "$@"; do  # the command, or the binary a tool (compute-sanitizer) runs; not an output
+    if [[ $arg == "$build"/* && $previous != -o && ! -e $arg ]]; then
       not_run "$name" "missing $arg (not built in BUILD_DIR)"
       return
     fi
+    previous=$arg
   done
   local left=$((deadline - SECONDS))
   if ((left < 10)); then
@@ -148,6 +153,14 @@ if [[ ${CUDA_CHECK_E2E:-1} != 0 && -x $headroom ]]; then
       nice -n 19 "$headroom" synth --shape "${m%%:*}" --type "${m#*:}" -o "$file.part" &&
         mv "$file.part" "$file.gguf"
     done
+    if [[ ${CUDA_CHECK_DRAFT:-1} != 0 ]]; then
+      for shape in e2b 31b; do  # sparse files: seconds each
+        file=$models_dir/$shape-q4_k_m-zeros
+        [[ -f $file.gguf ]] && continue
+        "$headroom" synth --shape $shape --type q4_k_m --no-weights -o "$file.part" &&
+          mv "$file.part" "$file.gguf"
+      done
+    fi
   ) >"$logs/synth.log" 2>&1 &
   synth_pid=$!
 fi
@@ -160,6 +173,13 @@ wait_for_model() {
   done
 }
 
+# The model tests' float64 references need numpy: a GPU machine's Debian python3 may lack it where
+# the python3 on PATH (a framework's environment) has it.
+if [[ -z ${HEADROOM_TEST_PYTHON:-} ]] && ! /usr/bin/python3 -c 'import numpy' 2>/dev/null &&
+  python3 -c 'import numpy' 2>/dev/null; then
+  HEADROOM_TEST_PYTHON=$(command -v python3)
+  export HEADROOM_TEST_PYTHON
+fi
 echo "cuda-check: $(git rev-parse --short HEAD 2>/dev/null || echo 'no git') $(git status --porcelain 2>/dev/null | grep -q . && echo '(uncommitted changes)'), build $build, budget ${budget}s"
 if command -v nvidia-smi >/dev/null; then
   step gpu 30 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.sm,clocks.max.sm,clocks.mem,power.limit,pcie.link.gen.current,pcie.link.width.current --format=csv
@@ -201,6 +221,20 @@ if [[ -n $synth_pid ]]; then
     fi
   done
   first=${e2e_models[0]/:/-}
+  if [[ ${CUDA_CHECK_DRAFT:-1} != 0 ]]; then
+    # Random weights: the first model drafting for itself keeps its drafts where a one-row pass of
+    # the draft model gives the target's bits; for another model its drafts are rejected, which
+    # measures what the draft model's passes cost until the measured acceptance stops them.
+    for m in "${e2e_models[@]}"; do
+      m=${m/:/-}
+      step "e2e_${m}_draft_model" 150 "$headroom" bench -m "$models_dir/$m.gguf" -c 8192 -p 0 \
+        -n 128 -r 3 --draft 3 --draft-model "$models_dir/$first.gguf" --oracle-drafts
+    done
+    wait_for_model 31b-q4_k_m-zeros
+    step e2e_31b_zeros_draft_model 150 "$headroom" bench -m "$models_dir/31b-q4_k_m-zeros.gguf" \
+      -c 4096 -p 0 -n 64 -r 3 --draft 3 --draft-model "$models_dir/e2b-q4_k_m-zeros.gguf" \
+      --oracle-drafts
+  fi
   profiler=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   if [[ ${CUDA_CHECK_PROFILE:-1} != 0 && -n $profiler ]]; then
     # Caches and clocks left as they are, so the times are a graph replay's, not a cold kernel's.

@@ -14,7 +14,7 @@ namespace {
 
 using nlohmann::ordered_json;
 
-using testing_util::kPython;
+using testing_util::python3;
 
 std::tm oracle_now() {  // jinja_oracle.py fixes strftime_now() at 2025-01-15 10:30:00
   std::tm t{};
@@ -29,8 +29,7 @@ std::tm oracle_now() {  // jinja_oracle.py fixes strftime_now() at 2025-01-15 10
 
 bool python_jinja_available() {
   std::string out;
-  return testing_util::run_command(std::string(kPython) + " -c 'import jinja2' 2>/dev/null",
-                                   &out) == 0;
+  return testing_util::run_command(python3() + " -c 'import jinja2' 2>/dev/null", &out) == 0;
 }
 
 struct OracleRun {
@@ -46,7 +45,7 @@ OracleRun run_oracle(const ordered_json& templates, const ordered_json& cases) {
   auto tmp = testing_util::temp_dir();
   std::ofstream(tmp / "job.json") << job.dump();
   std::string out, err;
-  std::string cmd = std::string(kPython) + " " +
+  std::string cmd = python3() + " " +
                     (testing_util::source_dir() / "tests/chat/jinja_oracle.py").string() + " " +
                     (tmp / "job.json").string() + " " + (tmp / "out.json").string();
   OracleRun run;
@@ -102,7 +101,8 @@ OracleRun run_oracle(const ordered_json& templates, const ordered_json& cases) {
 
 TEST(ChatTemplateOracle, NewConversationsMatchPythonJinjaOnAllTemplates) {
   if (!python_jinja_available()) {
-    GTEST_SKIP() << kPython << " with python3-jinja2 is not installed (apt install python3-jinja2)";
+    GTEST_SKIP() << python3()
+                 << " with python3-jinja2 is not installed (apt install python3-jinja2)";
   }
   auto dir = testing_util::shared_dir() / "testdata" / "templates";
   auto corpus = ordered_json::parse(testing_util::read_text(dir / "cases.json"));
@@ -128,7 +128,8 @@ TEST(ChatTemplateOracle, NewConversationsMatchPythonJinjaOnAllTemplates) {
 // Small templates that exercise one engine feature each (filters, methods, printing, scoping).
 TEST(ChatTemplateOracle, EngineProbesMatchPythonJinja) {
   if (!python_jinja_available()) {
-    GTEST_SKIP() << kPython << " with python3-jinja2 is not installed (apt install python3-jinja2)";
+    GTEST_SKIP() << python3()
+                 << " with python3-jinja2 is not installed (apt install python3-jinja2)";
   }
   auto probes = ordered_json::parse(
       testing_util::read_text(testing_util::source_dir() / "tests/chat/oracle_probes.json"));

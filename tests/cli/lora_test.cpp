@@ -20,7 +20,7 @@ using testing_util::stories_model;
 std::string write_adapter(const std::filesystem::path& dir, int rank) {
   const auto path = dir / ("adapter-r" + std::to_string(rank) + ".gguf");
   std::string out, err;
-  const std::string command = std::string(testing_util::kPython) + " " +
+  const std::string command = testing_util::python3() + " " +
                               testing_util::reference_script("write_lora_adapter.py").string() +
                               " " + stories_model() + " -o " + path.string() + " --rank " +
                               std::to_string(rank);

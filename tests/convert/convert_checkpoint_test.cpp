@@ -27,8 +27,8 @@ fs::path write_checkpoint(const fs::path& dir, const std::string& arch, const st
                           const std::string& dtype, int shards) {
   const fs::path out = dir / (variant + "-" + dtype);
   run_or_fail(fmt::format("{} {} --arch {} --variant {} --dtype {} --shards {} --shared {} -o {}",
-                          kPython, reference_script("write_hf_checkpoint.py"), arch, variant, dtype,
-                          shards, testing_util::shared_dir().string(), out.string()));
+                          python3(), reference_script("write_hf_checkpoint.py"), arch, variant,
+                          dtype, shards, testing_util::shared_dir().string(), out.string()));
   return out;
 }
 
@@ -39,7 +39,7 @@ double relative_error(const fs::path& ckpt, const std::string& flags, const std:
   const std::string convert =
       fmt::format("{} convert {} -o {} {}", headroom(), ckpt.string(), gguf.string(), flags);
   EXPECT_EQ(run_command(convert, &out, &err), 0) << convert << "\n" << out << err;
-  run_or_fail(fmt::format("{} {} {} --ids {} -o {}.ref", kPython,
+  run_or_fail(fmt::format("{} {} {} --ids {} -o {}.ref", python3(),
                           reference_script("hf_reference.py"), ckpt.string(), ids, gguf.string()));
   run_or_fail(fmt::format("{} logits -m {} --ids {} -o {}.out", headroom(), gguf.string(), ids,
                           gguf.string()));

@@ -31,12 +31,12 @@ struct Converted {
 Converted prepare(const fs::path& dir, const std::string& arch, const std::string& variant,
                   const std::string& adapter_flags = "") {
   Converted c{dir / variant, dir / (variant + ".gguf"), dir / (variant + "-lora")};
-  run_or_fail(fmt::format("{} {} --arch {} --variant {} --dtype f32 --shared {} -o {}", kPython,
+  run_or_fail(fmt::format("{} {} --arch {} --variant {} --dtype f32 --shared {} -o {}", python3(),
                           reference_script("write_hf_checkpoint.py"), arch, variant,
                           testing_util::shared_dir().string(), c.ckpt.string()));
   run_or_fail(fmt::format("{} convert {} -o {} --outtype f32", headroom(), c.ckpt.string(),
                           c.base.string()));
-  run_or_fail(fmt::format("{} {} {} -o {} {}", kPython, reference_script("write_peft_adapter.py"),
+  run_or_fail(fmt::format("{} {} {} -o {} {}", python3(), reference_script("write_peft_adapter.py"),
                           c.ckpt.string(), c.peft.string(), adapter_flags));
   return c;
 }
@@ -62,10 +62,10 @@ TEST_P(ConvertLora, AdapterLogitsEqualMergedCheckpointReference) {
                           conv.base.string(), adapter.string()));
   const std::string ids = ids_text(20, c.vocab, 4242);
   const fs::path ref = dir / "ref.f32", ref_base = dir / "ref-base.f32", got = dir / "got.f32";
-  run_or_fail(fmt::format("{} {} {} --ids {} -o {} --lora {} --lora-scale {}", kPython,
+  run_or_fail(fmt::format("{} {} {} --ids {} -o {} --lora {} --lora-scale {}", python3(),
                           reference_script("hf_reference.py"), conv.ckpt.string(), ids,
                           ref.string(), conv.peft.string(), c.scale));
-  run_or_fail(fmt::format("{} {} {} --ids {} -o {}", kPython, reference_script("hf_reference.py"),
+  run_or_fail(fmt::format("{} {} {} --ids {} -o {}", python3(), reference_script("hf_reference.py"),
                           conv.ckpt.string(), ids, ref_base.string()));
   for (const std::string mode : {"--ubatch 7", "--decode"}) {
     run_or_fail(fmt::format("{} logits -m {} --ids {} {} --lora {}:{} -o {}", headroom(),
@@ -92,7 +92,7 @@ TEST(ConvertLoraErrors, BadAdaptersFailInOneLineAndLeaveNothing) {
   const Converted llama = prepare(dir, "llama", "tiny");
   const Converted gemma = prepare(dir, "gemma4", "tiny-e");
   const fs::path dora = dir / "dora";
-  run_or_fail(fmt::format("{} {} {} -o {} --dora", kPython,
+  run_or_fail(fmt::format("{} {} {} -o {} --dora", python3(),
                           reference_script("write_peft_adapter.py"), llama.ckpt.string(),
                           dora.string()));
   struct Bad {

@@ -14,7 +14,7 @@
 
 namespace hf_oracle {
 
-using testing_util::kPython;
+using testing_util::python3;
 // f32 arithmetic on the very values the f64 reference reads: the tolerance of the model oracle
 // tests (tests/model/gemma4_oracle_test.cpp), 1e-4 of the largest logit.
 inline constexpr double kTol = 1e-4;

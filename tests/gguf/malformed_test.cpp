@@ -89,7 +89,7 @@ TEST(GgufMalformed, SeedCorpusIsValidAndRoundTrips) {
 
 // The committed fixtures are what the committed script writes (so the script stays the truth).
 TEST(GgufMalformed, FixturesMatchTheirGenerator) {
-  const std::string python = testing_util::kPython;
+  const std::string python = testing_util::python3();
   if (testing_util::run_command(python + " --version", nullptr) != 0) {
     GTEST_SKIP() << python << " is not installed (scripts/setup.sh installs it)";
   }

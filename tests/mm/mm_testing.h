@@ -21,7 +21,7 @@ namespace mm_testing {
 
 namespace fs = std::filesystem;
 
-using testing_util::kPython;
+using testing_util::python3;
 using testing_util::reference_script;
 
 inline fs::path data(const std::string& name) {
@@ -30,8 +30,7 @@ inline fs::path data(const std::string& name) {
 
 // Runs a Python reference script; fails the test (and returns false) when it fails.
 inline bool run_python(const std::string& script, const std::string& args) {
-  const std::string command =
-      std::string(kPython) + " " + reference_script(script).string() + " " + args;
+  const std::string command = python3() + " " + reference_script(script).string() + " " + args;
   std::string out, err;
   if (testing_util::run_command(command, &out, &err) != 0) {
     ADD_FAILURE() << command << "\n"

@@ -24,7 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using testing_util::run_command;
 
-using testing_util::kPython;
+using testing_util::python3;
 constexpr int kVocab = 512;  // every tiny shape and stories260K
 constexpr int kWindow = 8;   // W of the tiny Gemma 4 shapes (spec §7.1)
 constexpr int kMaxTokens = 40;
@@ -87,8 +87,8 @@ std::vector<float> reference_logits(const fs::path& model, const std::vector<int
                                     const std::string& lora = "") {
   const fs::path out = dir / "reference.f32";
   const fs::path script = testing_util::reference_script("reference_model.py");
-  const std::string command = std::string(kPython) + " " + script.string() + " " + model.string() +
-                              " --ids " + join_ids(ids, ids.size()) + " -o " + out.string() +
+  const std::string command = python3() + " " + script.string() + " " + model.string() + " --ids " +
+                              join_ids(ids, ids.size()) + " -o " + out.string() +
                               (kv_type == "f32" ? "" : " --kv-type " + kv_type) +
                               (lora.empty() ? "" : " --lora " + lora);
   std::string stdout_text, stderr_text;
@@ -250,10 +250,9 @@ TEST_P(LoraOracle, LogitsEqualMergedWeightsReference) {
                                         model.string()));
   }
   const fs::path adapter = dir / "adapter.gguf";
-  ASSERT_NO_FATAL_FAILURE(
-      run_or_fail(std::string(kPython) + " " +
-                  testing_util::reference_script("write_lora_adapter.py").string() + " " +
-                  model.string() + " -o " + adapter.string() + " " + c.adapter));
+  ASSERT_NO_FATAL_FAILURE(run_or_fail(
+      python3() + " " + testing_util::reference_script("write_lora_adapter.py").string() + " " +
+      model.string() + " -o " + adapter.string() + " " + c.adapter));
   const std::string lora = adapter.string() + ":" + c.scale;
   const std::vector<int> ids = test_ids(kMaxTokens);
   const std::vector<float> base = reference_logits(model, ids, dir);

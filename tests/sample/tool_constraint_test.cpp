@@ -164,10 +164,10 @@ void validate_with_python(const Walks& walks) {
       "sys.exit(1 if bad else 0)\n";
   std::ofstream(dir / "validate.py") << script;
   std::string out;
-  const int rc = testing_util::run_command(std::string(testing_util::kPython) + " " +
-                                               (dir / "validate.py").string() + " " +
-                                               (dir / "checks.json").string(),
-                                           &out);
+  const int rc =
+      testing_util::run_command(testing_util::python3() + " " + (dir / "validate.py").string() +
+                                    " " + (dir / "checks.json").string(),
+                                &out);
   EXPECT_EQ(rc, 0) << out;
 }
 

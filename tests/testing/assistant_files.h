@@ -23,10 +23,10 @@
 
 namespace testing_util {
 
-// Whether kPython imports numpy (the reference writers need it).
+// Whether python3() imports numpy (the reference writers need it).
 inline bool have_numpy() {
   std::string out, err;
-  return run_command(std::string(kPython) + " -c 'import numpy'", &out, &err) == 0;
+  return run_command(python3() + " -c 'import numpy'", &out, &err) == 0;
 }
 
 struct AssistantFiles {
@@ -103,10 +103,9 @@ inline std::vector<float> reference_steps(const AssistantFiles& f,
   };
   const std::filesystem::path out = dir / "assistant-reference.f32";
   const std::filesystem::path script = reference_script("reference_assistant.py");
-  const std::string command = std::string(kPython) + " " + script.string() + " " +
-                              f.target.string() + " " + f.drafter.string() + " --ids " +
-                              joined(prompt) + " --tokens " + joined(tokens) + " -o " +
-                              out.string() + " --kv-type " + kv;
+  const std::string command = python3() + " " + script.string() + " " + f.target.string() + " " +
+                              f.drafter.string() + " --ids " + joined(prompt) + " --tokens " +
+                              joined(tokens) + " -o " + out.string() + " --kv-type " + kv;
   std::string stdout_text, stderr_text;
   EXPECT_EQ(run_command(command, &stdout_text, &stderr_text), 0) << command << "\n"
                                                                  << stdout_text << stderr_text;

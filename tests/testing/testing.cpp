@@ -180,15 +180,22 @@ int run_command(const std::string& command, std::string* out, std::string* err) 
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+const std::string& python3() {
+  static const std::string path = [] {
+    const char* chosen = std::getenv("HEADROOM_TEST_PYTHON");
+    return std::string(chosen != nullptr && *chosen != '\0' ? chosen : "/usr/bin/python3");
+  }();
+  return path;
+}
+
 std::filesystem::path reference_script(const std::string& name) {
   return source_dir() / "tests/reference" / name;
 }
 
 void write_assistant(const std::filesystem::path& target, const std::filesystem::path& drafter,
                      const std::string& options) {
-  const std::string command = std::string(kPython) + " " +
-                              reference_script("write_assistant.py").string() + " " +
-                              target.string() + " -o " + drafter.string() + " " + options;
+  const std::string command = python3() + " " + reference_script("write_assistant.py").string() +
+                              " " + target.string() + " -o " + drafter.string() + " " + options;
   std::string out, err;
   EXPECT_EQ(run_command(command, &out, &err), 0) << command << "\n" << out << err;
 }

@@ -60,9 +60,11 @@ bool has_transparent_huge_pages();
 // Runs a shell command; returns its exit status and fills stdout (and stderr if asked).
 int run_command(const std::string& command, std::string* out, std::string* err = nullptr);
 
-// Debian's interpreter, with the packages the reference scripts import (python3-numpy, -pil,
-// -jinja2: scripts/setup.sh); a pyenv python3 earlier on PATH may lack them.
-inline constexpr const char* kPython = "/usr/bin/python3";
+// The interpreter that runs the reference scripts: $HEADROOM_TEST_PYTHON where set (a GPU
+// machine's own Python with numpy, scripts/cuda-check.sh), else Debian's, with the packages they
+// import (python3-numpy, -pil, -jinja2: scripts/setup.sh); a pyenv python3 earlier on PATH may
+// lack them.
+const std::string& python3();
 // tests/reference/NAME: the independent references and the test-file writers, in Python.
 std::filesystem::path reference_script(const std::string& name);
 // A random Gemma 4 assistant drafter for the model at `target`, written to `drafter` by

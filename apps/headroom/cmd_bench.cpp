@@ -265,8 +265,8 @@ void print_verdict(const nlohmann::json& r, const Machine& m, const KernelRates&
   if (m.on_gpu) {
     std::printf(
         "%.0f%% of the GPU's bandwidth roofline — the CUDA kernels fall short of it "
-        "(docs/cuda.md: one kernel launch per op, CUDA graphs off by default; quantized matvec "
-        "at 10–30%% of the copy rate).\n",
+        "(docs/cuda.md: latency-bound small kernels — decode attention, one-block norms and "
+        "top-k — and quantized matvecs below the copy rate).\n",
         100 * share);
     return;
   }

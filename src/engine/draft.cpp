@@ -38,15 +38,24 @@ void StepCost::record(int rows, double seconds) {
   xy_ = kDecay * xy_ + x * seconds;
 }
 
-double StepCost::row_share(int rows) const {
+double StepCost::slope() const {
   // Weighted variance of the row counts: below a tenth of a row², one count dominates.
   const double var = w_ > 0 ? xx_ / w_ - (x_ / w_) * (x_ / w_) : 0;
-  if (var < 0.1) return kMinShare;
+  if (var < 0.1) return 0;
   const double t1 = (xy_ / w_ - (x_ / w_) * (y_ / w_)) / var;
-  const double t0 = y_ / w_ - t1 * x_ / w_;
-  const double step = t0 + t1 * rows;
-  if (!(t1 > 0) || !(step > 0)) return kMinShare;
-  return std::max(kMinShare, t1 / step);
+  return t1 > 0 ? t1 : 0;
+}
+
+double StepCost::seconds(int rows) const {
+  if (w_ <= 0) return 0;
+  const double t1 = slope();
+  return y_ / w_ + t1 * (rows - x_ / w_);
+}
+
+double StepCost::row_share(int rows, double drafter_seconds) const {
+  const double step = seconds(rows);
+  const double share = (slope() + drafter_seconds) / step;
+  return step > 0 && share > kMinShare ? share : kMinShare;
 }
 
 int best_draft_length(double acceptance, double row_share, int limit) {
@@ -64,9 +73,21 @@ int best_draft_length(double acceptance, double row_share, int limit) {
 int DraftLength::next(double row_share) {
   if (limit_ <= 0) return 0;
   int n = best_draft_length(acceptance_.rate(), row_share, limit_);
-  if (n == 0 && ++idle_ >= kProbeEvery) n = 1;
+  // A probe measures acceptance: where drafts would not pay even if every one were kept, it could
+  // not show that they do (a drafter's pass costs as much as the step it saves).
+  probing_ = n == 0 && ++idle_ >= probe_every_ && best_draft_length(1.0, row_share, limit_) > 0;
+  if (probing_) n = 1;
   if (n > 0) idle_ = 0;
   return n;
+}
+
+void DraftLength::record(int drafted, int kept) {
+  acceptance_.record(drafted, kept);
+  if (drafted <= 0) return;
+  if (kept > 0)
+    probe_every_ = kProbeEvery;
+  else if (probing_)
+    probe_every_ = std::min(2 * probe_every_, kProbeMost);
 }
 
 }  // namespace engine

@@ -32,18 +32,25 @@ class Acceptance {
   double kept_ = kPrior, trials_ = 1;
 };
 
-// What one more verified row costs, as a share of the decode step it joins, measured: a step's
-// time is fitted as t0 + t1·rows by least squares over recent decode steps (each weighing kDecay
-// of the one after it); a row's share in a step of r rows is t1 / (t0 + t1·r). Until the steps
-// have had different row counts there is nothing to fit and the share is the floor: a row is
-// never free (it is sampled and bookkept), and drafting must run to be measured.
+// The time of a pass by its rows, measured: fitted as t0 + t1·rows by least squares over recent
+// passes (each weighing kDecay of the one after it). For the model's decode steps, what one more
+// verified row costs as a share of the step it joins: in a step of r rows t1 / (t0 + t1·r), plus,
+// for a drafter's drafts, one drafter pass each. Until the passes have had different row counts
+// there is no slope to fit (t1 counts as 0, a pass as their mean time), and the share is at least
+// the floor: a row is never free (it is sampled and bookkept), and drafting must run to be
+// measured.
 class StepCost {
  public:
   static constexpr double kDecay = 0.97, kMinShare = 0.02;
   void record(int rows, double seconds);
-  double row_share(int rows) const;
+  // A pass of `rows` rows: the fit, or the mean pass without a slope; 0 before any.
+  double seconds(int rows) const;
+  // One more row of a step of `rows` rows, `drafter_seconds` (a drafter's pass) added to it.
+  double row_share(int rows, double drafter_seconds = 0) const;
 
  private:
+  // The fitted slope, 0 where there is none (one row count, or a slope that is not positive).
+  double slope() const;
   double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;  // weighted sums of 1, rows, t, rows², rows·t
 };
 
@@ -53,19 +60,24 @@ class StepCost {
 int best_draft_length(double acceptance, double row_share, int limit);
 
 // The draft length of one sequence: the best for its measured acceptance and the step's measured
-// cost of a row. When drafting does not pay it stops, and probes with one token every kProbeEvery
-// steps so that a text that turns repetitive is drafted again.
+// cost of a row. When drafting does not pay it stops, and probes with one token kProbeEvery steps
+// later so that a text that turns repetitive is drafted again; each probe rejected doubles the
+// wait, up to kProbeMost steps (a draft model catches up on every token it skipped before it
+// drafts: frequent probes of a drafter that never agrees would cost that catch-up each time). No
+// probes while drafts would not pay even if all were kept.
 class DraftLength {
  public:
-  static constexpr int kProbeEvery = 16;
+  static constexpr int kProbeEvery = 16, kProbeMost = 256;
   explicit DraftLength(int limit) : limit_(limit) {}
   // The drafts to propose this step; called once per decode step.
   int next(double row_share);
-  void record(int drafted, int kept) { acceptance_.record(drafted, kept); }
+  void record(int drafted, int kept);
 
  private:
   int limit_;
   int idle_ = 0;  // decode steps since the last draft proposed
+  int probe_every_ = kProbeEvery;
+  bool probing_ = false;  // the last draft proposed was a probe
   Acceptance acceptance_;
 };
 

@@ -2,8 +2,7 @@
 #include "engine/draft_model.h"
 
 #include <algorithm>
-
-#include "engine/draft.h"
+#include <chrono>
 
 namespace engine {
 
@@ -65,17 +64,20 @@ util::Status DraftModel::run_rows(std::span<const Want> wants) {
                            .output = std::span(output_).first(rows_)};
   const int outputs = outputs_;
   rows_ = outputs_ = 0;
+  const auto started = std::chrono::steady_clock::now();
   HR_TRY(model_->forward(batch, cache_,
                          {.logits = logits_.data(),
                           .top_k = 1,
                           .top_ids = top_ids_.data(),
                           .top_logits = top_logits_.data()}));
+  pass_cost_.record(
+      static_cast<int>(batch.tokens.size()),
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   for (int i = 0; i < outputs; ++i) wants[owner_[i]].out->push_back(top_ids_[i]);
   return {};
 }
 
 util::Status DraftModel::draft(std::span<const Want> wants) {
-  caught_up_on_a_prompt_ = false;
   util::Status status = draft_rows(wants);
   if (!status) {
     // What the failed pass was to write is not in the cache: those slots start over.
@@ -103,8 +105,6 @@ util::Status DraftModel::draft_rows(std::span<const Want> wants) {
       return util::errorf("the draft model's cache cannot hold {} positions", n + want.most - 1);
     }
     const int end = std::min(n, from + max_batch);
-    // Between two drafts a sequence gains at most the probe interval's picks and a step's drafts.
-    caught_up_on_a_prompt_ |= end - from > DraftLength::kProbeEvery + max_rewind_ + 1;
     for (int p = from; p < end; ++p) {
       if (rows_ == max_batch) HR_TRY(run_rows(wants));
       add_row(want.tokens[p], p, want.slot, p == n - 1 ? w : -1);

@@ -10,6 +10,7 @@
 #include <span>
 #include <vector>
 
+#include "engine/draft.h"
 #include "gguf/file.h"
 #include "kernels/ops.h"
 #include "kv/cache.h"
@@ -47,9 +48,8 @@ class DraftModel {
   // returns its error.
   util::Status draft(std::span<const Want> wants);
 
-  // Whether the last draft() caught a sequence up on more tokens than decoding adds between two
-  // of its drafts: a prompt (its time is a prefill's, not what drafting costs per step).
-  bool caught_up_on_a_prompt() const { return caught_up_on_a_prompt_; }
+  // Its passes' time by rows: one more draft costs a pass.
+  const StepCost& pass_cost() const { return pass_cost_; }
   const kv::Cache& cache() const { return cache_; }
   // Its activations and, on a GPU, their page-locked staging.
   size_t workspace_bytes() const { return model_->workspace_bytes() + model_->staging_bytes(); }
@@ -75,7 +75,7 @@ class DraftModel {
   std::vector<int32_t> tokens_, pos_, slot_, owner_;
   std::vector<uint8_t> output_;
   int rows_ = 0, outputs_ = 0;
-  bool caught_up_on_a_prompt_ = false;
+  StepCost pass_cost_;
   std::vector<float> logits_;  // [drafter rows][n_vocab]: the head's working memory
   std::vector<int32_t> top_ids_;
   std::vector<float> top_logits_;

@@ -390,19 +390,27 @@ void Scheduler::choose_tokens(StepStats& stats) {
     s->draft.clear();
     if (s->pending() == 1 && n < budget) n += s->n_scheduled = 1;
   }
-  // What a drafted row would cost, as a share of this step so far (engine/draft.h).
+  // What a drafted row would cost, as a share of this step so far (engine/draft.h): verifying
+  // it, and where the engine's drafter makes it, one more of the drafter's passes.
+  const bool assistant = engine_.assistant() != nullptr;
+  const DraftModel* draft_model = engine_.draft_model();
+  const double drafter_pass = assistant                ? assistant_cost_.seconds(1)
+                              : draft_model != nullptr ? draft_model->pass_cost().seconds(1)
+                                                       : 0;
   const double row_share = options_.draft_row_share.value_or(step_cost_.row_share(n));
+  const double drafter_row_share =
+      options_.draft_row_share.value_or(step_cost_.row_share(n, drafter_pass));
   drafter_wanted_.clear();
   for (auto& s : running_) {
     if (s->n_scheduled != 1 || n >= budget) continue;
-    const int wanted = s->draft_length.next(row_share);
-    if (wanted <= 0) continue;
     // The engine's drafter drafts for every sequence without one of its own: an assistant from
     // its hidden state, a draft model from its tokens (it cannot see media: such a sequence
     // drafts by prompt lookup).
-    const bool assistant = engine_.assistant() != nullptr;
-    if (!s->request.drafter &&
-        (assistant || (engine_.draft_model() != nullptr && s->request.media.empty()))) {
+    const bool by_drafter =
+        !s->request.drafter && (assistant || (draft_model != nullptr && s->request.media.empty()));
+    const int wanted = s->draft_length.next(by_drafter ? drafter_row_share : row_share);
+    if (wanted <= 0) continue;
+    if (by_drafter) {
       const int most = std::min(
           {wanted, budget - n, engine_.n_ctx() - int(s->tokens.size()), s->remaining() - 1});
       if (most > 0 && (!assistant || slot_has_hidden_[s->slot]) &&
@@ -415,10 +423,12 @@ void Scheduler::choose_tokens(StepStats& stats) {
     n += draft(*s, std::min(wanted, budget - n));
   }
   if (!drafter_wanted_.empty()) {
-    if (engine_.assistant() != nullptr)
+    const auto started = Clock::now();
+    if (assistant)
       draft_with_assistant(drafter_wanted_);
     else
       draft_with_model(drafter_wanted_);
+    drafter_seconds_ = seconds(started, Clock::now());
     // A failed drafter step drafts less than was counted: prompt chunks take the rest.
     for (const auto& [seq, most] : drafter_wanted_) n -= most - static_cast<int>(seq->draft.size());
   }
@@ -471,12 +481,14 @@ void Scheduler::draft_with_assistant(std::vector<std::pair<Sequence*, int>>& wan
                                   .pos = std::span(draft_pos_).first(rows),
                                   .slot = std::span(draft_slot_).first(rows),
                                   .hidden = step_hidden_.data()};
+    const auto started = Clock::now();
     const util::Status status = assistant.step(batch, engine_.cache(),
                                                {.logits = logits_.data(),
                                                 .top_k = 1,
                                                 .top_ids = draft_ids_.data(),
                                                 .top_logits = draft_top_.data()},
                                                step_hidden_.data());
+    assistant_cost_.record(rows, seconds(started, Clock::now()));
     if (!status) {
       util::log_warn("speculative decoding: the drafter failed ({}); this step drafts less",
                      status.error().message());
@@ -499,7 +511,6 @@ void Scheduler::draft_with_model(std::vector<std::pair<Sequence*, int>>& wanted)
     util::log_warn("speculative decoding: the draft model failed ({}); this step drafts less",
                    status.error().message());
   }
-  draft_model_prefilled_ = draft_model.caught_up_on_a_prompt();
   for (auto& [seq, most] : wanted) seq->n_scheduled += static_cast<int>(seq->draft.size());
 }
 
@@ -698,9 +709,10 @@ util::Result<StepStats> Scheduler::step() {
   admit();
   StepStats stats;
   if (running_.empty()) return stats;
-  // A decode step's time, drafting, forward pass and sampling, prices the next steps' drafts.
+  // A decode step's time, forward pass and sampling, prices the next steps' drafts; the engine's
+  // drafter's passes are priced apart (a draft model's catching up on a prompt is no row's cost).
   const auto started = Clock::now();
-  draft_model_prefilled_ = false;
+  drafter_seconds_ = 0;
   choose_tokens(stats);
   make_room(stats);
   encode_media();
@@ -747,9 +759,8 @@ util::Result<StepStats> Scheduler::step() {
     if (s->n_scheduled > 0) cache.commit(s->slot, s->cache_keys(), known, s->prefix_context);
   }
   sample(n, k);
-  // A step in which the draft model evaluated a prompt is a prefill too.
-  if (stats.n_prefill_tokens == 0 && !draft_model_prefilled_)
-    step_cost_.record(n, seconds(started, Clock::now()));
+  if (stats.n_prefill_tokens == 0)
+    step_cost_.record(n, seconds(started, Clock::now()) - drafter_seconds_);
   // The K/V of rejected drafts stay in their cells, past the sequence's end: attention never
   // reads a position after its own, and the next steps write those positions again.
   for (auto& s : running_) {

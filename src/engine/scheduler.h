@@ -108,7 +108,10 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int> free_slots_;
   SchedulerCounters counters_;
-  StepCost step_cost_;  // decode steps' time by rows, for the drafts' length
+  // Decode steps' time by rows, the engine's drafter's passes left out, and the assistant
+  // drafter's steps' (a draft model times its own): the drafts' length (engine/draft.h).
+  StepCost step_cost_, assistant_cost_;
+  double drafter_seconds_ = 0;  // this step's, in the engine's drafter
   // Batch assembly buffers, sized once to the micro-batch (no allocation per step).
   std::vector<int32_t> batch_tokens_, batch_pos_, batch_slot_;
   std::vector<uint8_t> batch_output_;
@@ -131,11 +134,10 @@ class Scheduler {
   std::vector<uint8_t> slot_has_hidden_;
   std::vector<int32_t> draft_tokens_, draft_pos_, draft_slot_, draft_ids_;
   std::vector<float> draft_top_;
-  // Per step: who the engine's drafter drafts for, and how many; a draft model's form of it, and
-  // whether it evaluated a prompt (engine/draft_model.h).
+  // Per step: who the engine's drafter drafts for, and how many; a draft model's form of it
+  // (engine/draft_model.h).
   std::vector<std::pair<Sequence*, int>> drafter_wanted_;
   std::vector<DraftModel::Want> model_wants_;
-  bool draft_model_prefilled_ = false;
 };
 
 // Steps `scheduler` until every request it holds has ended.

@@ -79,26 +79,64 @@ TEST(DraftLength, StepCostIsTheFittedSlopeOverTheStep) {
   EXPECT_DOUBLE_EQ(noisy.row_share(1), engine::StepCost::kMinShare);
 }
 
-TEST(DraftLength, StopsWhenDraftsMissAndProbesWithOneToken) {
+TEST(DraftLength, ADrafterPassAddsItsTimeToARowsShare) {
+  engine::StepCost cost;
+  EXPECT_DOUBLE_EQ(cost.seconds(1), 0);  // nothing measured
+  EXPECT_DOUBLE_EQ(cost.row_share(1, 0.005), engine::StepCost::kMinShare);
+  // One row count: a step is their mean, 12 ms; a 6 ms drafter pass is half of it.
+  for (int i = 0; i < 20; ++i) cost.record(1, 0.012);
+  EXPECT_NEAR(cost.seconds(1), 0.012, 1e-12);
+  EXPECT_NEAR(cost.seconds(4), 0.012, 1e-12);
+  EXPECT_NEAR(cost.row_share(1, 0.006), 0.5, 1e-9);
+  // t = 10 ms + 2 ms·rows: a drafted row verified in a one-row step is (2 + 6) / 12 of it.
+  for (int i = 0; i < 40; ++i) cost.record(1 + i % 5, 0.010 + 0.002 * (1 + i % 5));
+  EXPECT_NEAR(cost.seconds(3), 0.016, 1e-9);
+  EXPECT_NEAR(cost.row_share(1, 0.006), 8.0 / 12, 1e-9);
+  EXPECT_NEAR(cost.row_share(5, 0.006), 8.0 / 20, 1e-9);
+}
+
+// A drafter whose pass costs half a step pays only while most drafts are kept: after one step of
+// rejections (acceptance 0.64 / 1.8) one draft would bring 1.36 tokens for 1.5 steps' time.
+TEST(DraftLength, ACostlyDrafterStopsAfterOneRejectedStep) {
+  engine::DraftLength d(3);
+  const double share = 0.5;
+  EXPECT_EQ(d.next(share), 2);  // acceptance 0.8: (1 + 0.8 + 0.64) / 2 beats 1.8 / 1.5, 2.95 / 2.5
+  d.record(2, 0);
+  EXPECT_EQ(d.next(share), 0);
+  // A drafter as costly as the step it saves: no draft could pay, nor could a probe show one does.
+  engine::DraftLength same(3);
+  for (int i = 0; i < 1000; ++i) EXPECT_EQ(same.next(1.0), 0) << i;
+  // Its pass measured cheaper later (the steps got longer: more sequences), it drafts again.
+  EXPECT_EQ(same.next(0.5), 2);
+}
+
+TEST(DraftLength, StopsWhenDraftsMissAndProbesLessOftenAsProbesMiss) {
   engine::DraftLength d(8);
   const double share = 0.1;
-  int steps_drafting = 0;
-  for (int i = 0; i < 40; ++i) {
-    const int n = d.next(share);
-    if (n > 0) ++steps_drafting, d.record(n, 0);
-  }
-  EXPECT_EQ(d.next(share), 0);
-  EXPECT_LT(steps_drafting, 10);
-  // Stopped, it probes with one token every kProbeEvery steps.
-  int probes = 0;
-  for (int i = 0; i < 4 * engine::DraftLength::kProbeEvery; ++i) {
+  // Acceptance 0.8, 0.36, 0.21, 0.14, then 0.098: below a row's share, it stops.
+  std::vector<int> drafted;
+  for (int n; (n = d.next(share)) > 0;) drafted.push_back(n), d.record(n, 0);
+  EXPECT_EQ(drafted, (std::vector<int>{6, 2, 1, 1}));
+  // Stopped, it probes with one token kProbeEvery calls later (the call that stopped is the
+  // first), and waits twice as long after each probe rejected, up to kProbeMost calls.
+  std::vector<int> gaps;
+  for (int i = 1, last = 0; i <= 1000; ++i) {
     const int n = d.next(share);
     EXPECT_LE(n, 1);
-    if (n > 0) ++probes, d.record(n, 0);
+    if (n > 0) gaps.push_back(i - last), last = i, d.record(n, 0);
   }
-  EXPECT_EQ(probes, 4);
-  // Probes kept make it draft again, longer as they keep being kept.
+  EXPECT_EQ(gaps, (std::vector<int>{15, 32, 64, 128, 256, 256}));
+  // A probe kept: drafting again until rejections stop it, then the first wait again.
   int n = 0;
+  while ((n = d.next(share)) == 0) {
+  }
+  d.record(n, n);
+  while ((n = d.next(share)) > 0) d.record(n, 0);
+  int calls = 1;
+  while (d.next(share) == 0) ++calls;
+  EXPECT_EQ(calls + 1, engine::DraftLength::kProbeEvery);
+  d.record(1, 1);
+  // Probes kept make it draft again, longer as they keep being kept.
   for (int i = 0; i < 4 * engine::DraftLength::kProbeEvery && n < 8; ++i) {
     n = d.next(share);
     if (n > 0) d.record(n, n);
@@ -256,8 +294,8 @@ struct Case {
 };
 
 // A random-weight Gemma 4 model of a tiny shape (model::synth_writer) at `path`.
-void write_gemma4(const std::string& shape, const std::string& path) {
-  auto w = model::synth_writer({.arch = "gemma4", .shape = shape});
+void write_gemma4(const std::string& shape, const std::string& path, uint64_t seed = 1) {
+  auto w = model::synth_writer({.arch = "gemma4", .shape = shape, .seed = seed});
   ASSERT_TRUE(w.ok()) << w.error().message();
   ASSERT_TRUE(w->write(path).ok());
 }
@@ -642,6 +680,32 @@ TEST(SpeculativeDraftModel, TheModelAsItsOwnDraftModelHasEveryDraftKept) {
     EXPECT_GT(o->stats.n_drafted, kGen / 2);
     EXPECT_EQ(o->stats.n_accepted, o->stats.n_drafted);
   }
+}
+
+// A draft model as costly as the model (its shape, other weights: its drafts are rejected), its
+// passes priced by their measured time: once one drafting step has measured them, a draft costs
+// about a step, so it stops drafting and, as no draft could pay even if kept, probing too (or,
+// where its pass measures a little cheaper than a step, probes 16, 32 and 64 steps apart: three
+// in 120 steps). With its passes priced at nothing and a probe every 16 steps (before) it drafted
+// 16 tokens here.
+TEST(SpeculativeDraftModel, ADraftModelThatIsNeverRightSoonStopsDrafting) {
+  const fs::path dir = testing_util::temp_dir();
+  const std::string path = (dir / "tiny-e.gguf").string(),
+                    draft_path = (dir / "tiny-e-2.gguf").string();
+  ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", path));
+  ASSERT_NO_FATAL_FAILURE(write_gemma4("tiny-e", draft_path, 2));
+  const plan::Request r{.n_ctx = 256, .n_draft = 3};
+  auto e = engine::Engine::load({.model_path = path, .draft_model_path = draft_path, .request = r});
+  ASSERT_TRUE(e.ok()) << e.error().message();
+  engine::Scheduler s(**e);  // rows and drafter passes priced as measured
+  DraftedOutcome out;
+  ASSERT_EQ(s.submit(request(testing_util::spread_token_ids(8), 120, out)).refusal,
+            engine::Refusal::kNone);
+  ASSERT_TRUE(engine::run_until_idle(s).ok());
+  std::printf("[ draft model: never right ] %d of %d drafted tokens kept\n", out.stats.n_accepted,
+              out.stats.n_drafted);
+  EXPECT_GE(out.stats.n_drafted, r.n_draft);  // the first step drafts: nothing is measured yet
+  EXPECT_LE(out.stats.n_drafted, 2 * r.n_draft + 3);
 }
 
 // The model as its own draft model, driven directly: whatever it was fed before — drafts a step

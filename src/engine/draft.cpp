@@ -30,31 +30,25 @@ void Acceptance::record(int drafted, int kept) {
 }
 
 void StepCost::record(int rows, double seconds) {
+  ++passes_;
   const double x = rows;
   w_ = kDecay * w_ + 1;
   x_ = kDecay * x_ + x;
   y_ = kDecay * y_ + seconds;
   xx_ = kDecay * xx_ + x * x;
   xy_ = kDecay * xy_ + x * seconds;
-}
-
-double StepCost::slope() const {
   // Weighted variance of the row counts: below a tenth of a row², one count dominates.
-  const double var = w_ > 0 ? xx_ / w_ - (x_ / w_) * (x_ / w_) : 0;
-  if (var < 0.1) return 0;
-  const double t1 = (xy_ / w_ - (x_ / w_) * (y_ / w_)) / var;
-  return t1 > 0 ? t1 : 0;
+  const double var = xx_ / w_ - (x_ / w_) * (x_ / w_);
+  if (var >= 0.1) slope_ = std::max(0.0, (xy_ / w_ - (x_ / w_) * (y_ / w_)) / var);
 }
 
 double StepCost::seconds(int rows) const {
-  if (w_ <= 0) return 0;
-  const double t1 = slope();
-  return y_ / w_ + t1 * (rows - x_ / w_);
+  return w_ > 0 ? y_ / w_ + slope_ * (rows - x_ / w_) : 0;
 }
 
 double StepCost::row_share(int rows, double drafter_seconds) const {
   const double step = seconds(rows);
-  const double share = (slope() + drafter_seconds) / step;
+  const double share = (slope_ + drafter_seconds) / step;
   return step > 0 && share > kMinShare ? share : kMinShare;
 }
 

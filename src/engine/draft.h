@@ -35,23 +35,24 @@ class Acceptance {
 // The time of a pass by its rows, measured: fitted as t0 + t1·rows by least squares over recent
 // passes (each weighing kDecay of the one after it). For the model's decode steps, what one more
 // verified row costs as a share of the step it joins: in a step of r rows t1 / (t0 + t1·r), plus,
-// for a drafter's drafts, one drafter pass each. Until the passes have had different row counts
-// there is no slope to fit (t1 counts as 0, a pass as their mean time), and the share is at least
-// the floor: a row is never free (it is sampled and bookkept), and drafting must run to be
-// measured.
+// for a drafter's drafts, one drafter pass each. The slope is the last one fitted while recent
+// passes had different row counts (steps that all verify as many drafts say nothing of it); before
+// any, t1 counts as 0 and a pass as their mean time. The share is at least the floor: a row is
+// never free (it is sampled and bookkept), and drafting must run to be measured.
 class StepCost {
  public:
   static constexpr double kDecay = 0.97, kMinShare = 0.02;
   void record(int rows, double seconds);
+  int passes() const { return passes_; }  // recorded
   // A pass of `rows` rows: the fit, or the mean pass without a slope; 0 before any.
   double seconds(int rows) const;
   // One more row of a step of `rows` rows, `drafter_seconds` (a drafter's pass) added to it.
   double row_share(int rows, double drafter_seconds = 0) const;
 
  private:
-  // The fitted slope, 0 where there is none (one row count, or a slope that is not positive).
-  double slope() const;
   double w_ = 0, x_ = 0, y_ = 0, xx_ = 0, xy_ = 0;  // weighted sums of 1, rows, t, rows², rows·t
+  int passes_ = 0;
+  double slope_ = 0;  // the last fitted, 0 before one or where it was not positive
 };
 
 // The draft length in [0, limit] that makes the most tokens per unit of time when each drafted

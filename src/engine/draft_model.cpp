@@ -26,7 +26,22 @@ util::Result<std::unique_ptr<DraftModel>> DraftModel::load(const gguf::File& fil
   d->logits_.resize(rows * spec.n_vocab);
   d->top_ids_.resize(rows);
   d->top_logits_.resize(rows);
+  HR_TRY(d->warm_up());
   return d;
+}
+
+// One pass, unpriced: the first faults the weights in (and on a GPU records the one-token pass),
+// so that the passes that price drafts (Engine::drafter_pass_seconds) are warm ones.
+util::Status DraftModel::warm_up() {
+  if (!cache_.reserve(0, 1)) return util::errorf("the draft model's cache cannot hold a position");
+  std::vector<int32_t> out;
+  const Want want{.slot = 0, .most = 1, .out = &out};
+  add_row(0, 0, 0, 0);
+  HR_TRY(run_rows(std::span(&want, 1)));
+  cache_.release(0);
+  fed_[0].clear();
+  pass_cost_ = StepCost{};
+  return {};
 }
 
 // Where `slot` resumes evaluating `tokens`: after the longest prefix of them its cache holds, at

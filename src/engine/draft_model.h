@@ -58,6 +58,7 @@ class DraftModel {
 
  private:
   DraftModel() = default;
+  util::Status warm_up();
   int catch_up_from(int slot, std::span<const int32_t> tokens);
   void add_row(int32_t token, int32_t pos, int slot, int output_of);
   util::Status draft_rows(std::span<const Want> wants);

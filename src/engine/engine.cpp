@@ -376,4 +376,14 @@ std::string Verification::format() const {
   return out;
 }
 
+double Engine::drafter_pass_seconds() const {
+  const StepCost* passes = assistant_ != nullptr     ? &assistant_steps_
+                           : draft_model_ != nullptr ? &draft_model_->pass_cost()
+                                                     : nullptr;
+  // Priced from a few passes on: one slow pass (another process, a page fault) alone would stop
+  // a sequence's drafting, and with it the passes that would correct the figure.
+  constexpr int kPassesToPrice = 4;
+  return passes != nullptr && passes->passes() >= kPassesToPrice ? passes->seconds(1) : 0;
+}
+
 }  // namespace engine

@@ -131,6 +131,12 @@ class Engine {
   // model (where the model computes); null unless it is one of those.
   model::Assistant* assistant() { return assistant_.get(); }
   DraftModel* draft_model() { return draft_model_.get(); }
+  // The assistant's steps by rows, timed by the scheduler that runs them (a draft model times its
+  // own passes), so that what a draft costs outlives any one scheduler.
+  StepCost& assistant_steps() { return assistant_steps_; }
+  // One pass of the drafter for a lone sequence, as measured so far: what making one more draft
+  // costs (0 before its first few passes, or without an assistant or draft model).
+  double drafter_pass_seconds() const;
   // The projector's encoders, sized as planned; null without a projector.
   mm::Encoders* encoders() { return encoders_.get(); }
   const mm::Encoders* encoders() const { return encoders_.get(); }
@@ -167,6 +173,7 @@ class Engine {
   std::optional<Drafter> drafter_;
   std::unique_ptr<model::Assistant> assistant_;
   std::unique_ptr<DraftModel> draft_model_;
+  StepCost assistant_steps_;
   // Beside a GPU the audio encoder runs on a CPU backend of its own (its ops compute in host
   // memory); on the CPU it shares backend_.
   std::unique_ptr<kernels::Backend> audio_backend_;

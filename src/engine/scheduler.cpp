@@ -394,12 +394,9 @@ void Scheduler::choose_tokens(StepStats& stats) {
   // it, and where the engine's drafter makes it, one more of the drafter's passes.
   const bool assistant = engine_.assistant() != nullptr;
   const DraftModel* draft_model = engine_.draft_model();
-  const double drafter_pass = assistant                ? assistant_cost_.seconds(1)
-                              : draft_model != nullptr ? draft_model->pass_cost().seconds(1)
-                                                       : 0;
   const double row_share = options_.draft_row_share.value_or(step_cost_.row_share(n));
   const double drafter_row_share =
-      options_.draft_row_share.value_or(step_cost_.row_share(n, drafter_pass));
+      options_.draft_row_share.value_or(step_cost_.row_share(n, engine_.drafter_pass_seconds()));
   drafter_wanted_.clear();
   for (auto& s : running_) {
     if (s->n_scheduled != 1 || n >= budget) continue;
@@ -408,6 +405,9 @@ void Scheduler::choose_tokens(StepStats& stats) {
     // drafts by prompt lookup).
     const bool by_drafter =
         !s->request.drafter && (assistant || (draft_model != nullptr && s->request.media.empty()));
+    // Its drafts are priced against a plain decode step: none until one has been timed (if every
+    // step verified as many drafts, the steps' fit would take one with drafts for a plain one).
+    if (by_drafter && !options_.draft_row_share && step_cost_.passes() == 0) continue;
     const int wanted = s->draft_length.next(by_drafter ? drafter_row_share : row_share);
     if (wanted <= 0) continue;
     if (by_drafter) {
@@ -488,7 +488,7 @@ void Scheduler::draft_with_assistant(std::vector<std::pair<Sequence*, int>>& wan
                                                 .top_ids = draft_ids_.data(),
                                                 .top_logits = draft_top_.data()},
                                                step_hidden_.data());
-    assistant_cost_.record(rows, seconds(started, Clock::now()));
+    engine_.assistant_steps().record(rows, seconds(started, Clock::now()));
     if (!status) {
       util::log_warn("speculative decoding: the drafter failed ({}); this step drafts less",
                      status.error().message());

@@ -108,9 +108,9 @@ class Scheduler {
   std::vector<std::unique_ptr<Sequence>> running_;
   std::vector<int> free_slots_;
   SchedulerCounters counters_;
-  // Decode steps' time by rows, the engine's drafter's passes left out, and the assistant
-  // drafter's steps' (a draft model times its own): the drafts' length (engine/draft.h).
-  StepCost step_cost_, assistant_cost_;
+  // Decode steps' time by rows, the engine's drafter's passes left out (Engine prices those): the
+  // drafts' length (engine/draft.h).
+  StepCost step_cost_;
   double drafter_seconds_ = 0;  // this step's, in the engine's drafter
   // Batch assembly buffers, sized once to the micro-batch (no allocation per step).
   std::vector<int32_t> batch_tokens_, batch_pos_, batch_slot_;

@@ -93,6 +93,11 @@ TEST(DraftLength, ADrafterPassAddsItsTimeToARowsShare) {
   EXPECT_NEAR(cost.seconds(3), 0.016, 1e-9);
   EXPECT_NEAR(cost.row_share(1, 0.006), 8.0 / 12, 1e-9);
   EXPECT_NEAR(cost.row_share(5, 0.006), 8.0 / 20, 1e-9);
+  // Then only steps of 4 rows (every one verifying 3 drafts): the slope fitted before still says
+  // what a one-row step takes, 18 - 3·2 ms, not their mean.
+  for (int i = 0; i < 300; ++i) cost.record(4, 0.018);
+  EXPECT_NEAR(cost.seconds(1), 0.012, 1e-6);
+  EXPECT_NEAR(cost.row_share(1, 0.006), 8.0 / 12, 1e-6);
 }
 
 // A drafter whose pass costs half a step pays only while most drafts are kept: after one step of
@@ -683,11 +688,11 @@ TEST(SpeculativeDraftModel, TheModelAsItsOwnDraftModelHasEveryDraftKept) {
 }
 
 // A draft model as costly as the model (its shape, other weights: its drafts are rejected), its
-// passes priced by their measured time: once one drafting step has measured them, a draft costs
-// about a step, so it stops drafting and, as no draft could pay even if kept, probing too (or,
-// where its pass measures a little cheaper than a step, probes 16, 32 and 64 steps apart: three
-// in 120 steps). With its passes priced at nothing and a probe every 16 steps (before) it drafted
-// 16 tokens here.
+// passes priced by their measured time: once its first drafting steps have measured them, a draft
+// costs about a step, so it stops drafting and, as no draft could pay even if kept, probing too
+// (or, where its pass measures a little cheaper than a step, probes 16, 32 and 64 steps apart:
+// three in 120 steps). With its passes priced at nothing and a probe every 16 steps (before) it
+// drafted 16 tokens here.
 TEST(SpeculativeDraftModel, ADraftModelThatIsNeverRightSoonStopsDrafting) {
   const fs::path dir = testing_util::temp_dir();
   const std::string path = (dir / "tiny-e.gguf").string(),
@@ -704,7 +709,7 @@ TEST(SpeculativeDraftModel, ADraftModelThatIsNeverRightSoonStopsDrafting) {
   ASSERT_TRUE(engine::run_until_idle(s).ok());
   std::printf("[ draft model: never right ] %d of %d drafted tokens kept\n", out.stats.n_accepted,
               out.stats.n_drafted);
-  EXPECT_GE(out.stats.n_drafted, r.n_draft);  // the first step drafts: nothing is measured yet
+  EXPECT_GE(out.stats.n_drafted, r.n_draft);  // its first drafting step: nothing measured yet
   EXPECT_LE(out.stats.n_drafted, 2 * r.n_draft + 3);
 }
 

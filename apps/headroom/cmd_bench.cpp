@@ -150,6 +150,9 @@ util::Result<nlohmann::json> run_tests(engine::Engine& e, const Options& o,
                                                               : "lookup";
           row["drafted"] = drafts[k].n_drafted;
           row["accepted"] = drafts[k].n_accepted;
+          // What making a draft costs, beside what a step of the plain run took.
+          if (kinds[k] == engine::Drafts::kEngine && e.drafter_pass_seconds() > 0)
+            row["drafter_pass_ms"] = 1e3 * e.drafter_pass_seconds();
         }
         results.push_back(row);
       }
@@ -234,6 +237,11 @@ void print_table(const nlohmann::json& doc, const Machine& m) {
         doc["draft"].get<int>(), r["tokens_per_second"].get<double>(), r["sd"].get<double>(),
         r["tokens_per_second"].get<double>() / (*plain)["tokens_per_second"].get<double>(),
         accepted, drafted, drafted > 0 ? 100.0 * accepted / drafted : 0.0);
+    if (r.contains("drafter_pass_ms")) {
+      std::printf("; a drafter pass %.2f ms, a step without drafts %.2f ms",
+                  r["drafter_pass_ms"].get<double>(),
+                  1e3 / (*plain)["tokens_per_second"].get<double>());
+    }
   }
   if (doc["draft"].get<int>() > 0) std::printf("\n");
 }

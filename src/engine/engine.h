@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/adapters.h"
+#include "engine/draft.h"
 #include "engine/draft_model.h"
 #include "gguf/file.h"
 #include "kernels/ops.h"
